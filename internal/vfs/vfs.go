@@ -1,0 +1,80 @@
+// Package vfs is the file seam between rivet and the operating system.
+//
+// Everything rivet reads or writes goes through a File obtained from an FS.
+// Production uses the OS implementation; tests use an in-memory file that can
+// count I/O, inject errors and simulate crashes (a file that keeps written
+// and durable bytes apart).
+//
+// Invariant: rivet never relies on a write being durable until a Sync that
+// was issued after it has returned nil.
+package vfs
+
+import (
+	"errors"
+	"os"
+)
+
+// ErrLocked is returned by File.TryLock when another holder has the lock.
+var ErrLocked = errors.New("vfs: file is locked")
+
+// SyncKind selects the flush primitive used by File.Sync.
+type SyncKind int
+
+const (
+	// SyncData makes written data durable: fdatasync on Linux, F_FULLFSYNC on
+	// macOS, FlushFileBuffers on Windows.
+	SyncData SyncKind = iota
+	// SyncBarrier orders earlier writes before later ones without forcing
+	// them out of the drive cache where the platform allows it
+	// (F_BARRIERFSYNC on macOS); elsewhere it is the same as SyncData.
+	SyncBarrier
+)
+
+// FS opens and removes files.
+type FS interface {
+	// OpenFile opens the named file with os.OpenFile semantics.
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	// Remove deletes the named file.
+	Remove(name string) error
+}
+
+// File is an open file.
+//
+// Implementations must be safe for concurrent ReadAt calls and for ReadAt
+// concurrent with WriteAt to disjoint ranges.
+type File interface {
+	// ReadAt reads len(p) bytes at off. Reading past the end returns io.EOF.
+	ReadAt(p []byte, off int64) (int, error)
+	// WriteAt writes p at off, extending the file if needed.
+	WriteAt(p []byte, off int64) (int, error)
+	// Sync makes every completed WriteAt and Truncate durable, using the
+	// primitive kind selects.
+	Sync(kind SyncKind) error
+	// Truncate sets the file size.
+	Truncate(size int64) error
+	// Size returns the current file size.
+	Size() (int64, error)
+	// TryLock takes an advisory whole-file lock, exclusive or shared, without
+	// waiting. It returns ErrLocked if another holder conflicts.
+	TryLock(exclusive bool) error
+	// Unlock releases the lock taken by TryLock.
+	Unlock() error
+	// Map returns a read-only view of the first length bytes of the file.
+	// length may exceed the file size: the range past the end is reserved
+	// address space that later writes become visible through.
+	// Invariant: bytes written with WriteAt at offsets below length after Map
+	// returned are visible through the mapping.
+	Map(length int64) (Mapping, error)
+	// Name returns the name the file was opened with.
+	Name() string
+	// Close closes the file. Mappings stay valid until they are closed.
+	Close() error
+}
+
+// Mapping is a read-only memory view of a file.
+type Mapping interface {
+	// Bytes returns the mapped bytes.
+	Bytes() []byte
+	// Close releases the mapping. Bytes must not be used afterwards.
+	Close() error
+}
