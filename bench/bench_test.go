@@ -1,0 +1,356 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFile(path string, data []byte) error { return os.WriteFile(path, data, 0o600) }
+
+// tinyConfig is the "tiny" preset with a shorter loop cap: the tests check
+// that every workload produces well-formed rows, not the numbers.
+func tinyConfig(t *testing.T, engines ...string) Config {
+	t.Helper()
+	cfg, err := Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Engines = engines
+	cfg.Dir = t.TempDir()
+	cfg.Duration = time.Second
+	return cfg
+}
+
+// testEngines are the engines the workload tests run: both bbolt variants
+// always, and rivet whenever its adapter is compiled in.
+func testEngines() []string {
+	names := []string{BaselineEngine, BoltNoFreelistSyncEngine}
+	if _, err := LookupEngine(RivetEngine); err == nil {
+		names = append(names, RivetEngine)
+	}
+	return names
+}
+
+func TestRunAllWorkloadsTiny(t *testing.T) {
+	engines := testEngines()
+	cfg := tinyConfig(t, engines...)
+	var phases []string
+	cfg.Progress = func(label string, total int64) Progress {
+		if total <= 0 {
+			t.Errorf("phase %q has total %d", label, total)
+		}
+		phases = append(phases, label)
+		return nopProgress{}
+	}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Every workload ran on every engine and left rows behind.
+	for _, w := range WorkloadNames() {
+		for _, e := range engines {
+			if !slices.ContainsFunc(rep.Results, func(r Result) bool { return r.Workload == w && r.Engine == e }) {
+				t.Errorf("no rows for %s on %s", w, e)
+			}
+		}
+	}
+	if len(phases) == 0 {
+		t.Error("no progress phase was reported")
+	}
+
+	// Figures every engine must produce, with a positive median.
+	must := map[string][]string{
+		"fragmented":     {"keys loaded", "file size", "open", "commit latency", "commits/s", "commits"},
+		"durable-writes": {"commit latency", "commits/s", "total time"},
+		"bulk-load":      {"sequential keys/s", "random keys/s", "sequential file size", "random file size"},
+		"random-reads":   {"gets/s, 1 goroutine(s)", "gets/s, 2 goroutine(s)", "10-key scans/s"},
+	}
+	if _, ok := ReadProcIO(); ok {
+		must["fragmented"] = append(must["fragmented"], "wchar/commit")
+		must["durable-writes"] = append(must["durable-writes"], "wchar/commit")
+	}
+	for w, figs := range must {
+		for _, f := range figs {
+			for _, e := range engines {
+				r, ok := find(rep.Results, w, f, e)
+				if !ok {
+					t.Errorf("%s/%s: no %q row", w, e, f)
+					continue
+				}
+				if !(r.Median > 0) || r.Runs != 1 {
+					t.Errorf("%s/%s %q: median %v over %d runs", w, e, f, r.Median, r.Runs)
+				}
+			}
+		}
+	}
+
+	for _, r := range rep.Results {
+		if r.Workload == "" || r.Engine == "" || r.Figure == "" || r.Unit == "" {
+			t.Errorf("incomplete row %+v", r)
+		}
+		if r.Min > r.Median || r.Median > r.Max {
+			t.Errorf("%s/%s %q: median %v outside [%v, %v]", r.Workload, r.Engine, r.Figure, r.Median, r.Min, r.Max)
+		}
+		if r.IsDistribution() && (r.P99 < r.Median || r.P99 > r.Max) {
+			t.Errorf("%s/%s %q: p99 %v outside [median %v, max %v]", r.Workload, r.Engine, r.Figure, r.P99, r.Median, r.Max)
+		}
+		// Ratios: exactly the non-baseline rows whose baseline is non-zero.
+		base, ok := find(rep.Results, r.Workload, r.Figure, BaselineEngine)
+		wantRatio := r.Engine != BaselineEngine && ok && base.Median != 0
+		if wantRatio != (r.Ratio != 0) {
+			t.Errorf("%s/%s %q: ratio %v, baseline row %v (median %v)", r.Workload, r.Engine, r.Figure, r.Ratio, ok, base.Median)
+		}
+		if wantRatio && r.Median != 0 && abs(r.Ratio-r.Median/base.Median) > 1e-9*r.Ratio {
+			t.Errorf("%s/%s %q: ratio %v != %v/%v", r.Workload, r.Engine, r.Figure, r.Ratio, r.Median, base.Median)
+		}
+	}
+	// The durable-writes loop has no time cap: it must make every commit.
+	for _, e := range engines {
+		if r, _ := find(rep.Results, "durable-writes", "commits", e); r.Median != float64(cfg.Commits) {
+			t.Errorf("durable-writes on %s made %v commits, want %d", e, r.Median, cfg.Commits)
+		}
+	}
+
+	// The databases are gone; the directory given is left empty.
+	if left, _ := os.ReadDir(cfg.Dir); len(left) != 0 {
+		t.Errorf("bench left %d entries in %s", len(left), cfg.Dir)
+	}
+
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, col := range TableHeader[:len(TableHeader)-1] {
+		if !strings.Contains(table.String(), col) {
+			t.Errorf("table lacks column %q:\n%s", col, table.String())
+		}
+	}
+	if !strings.Contains(table.String(), "VS BBOLT") {
+		t.Errorf("table lacks the ratio column:\n%s", table.String())
+	}
+
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Results) != len(rep.Results) || !slices.Equal(back.Config.Engines, engines) {
+		t.Errorf("JSON round trip: %d results (want %d), engines %v", len(back.Results), len(rep.Results), back.Config.Engines)
+	}
+}
+
+func find(rs []Result, workload, figure, engine string) (Result, bool) {
+	i := slices.IndexFunc(rs, func(r Result) bool {
+		return r.Workload == workload && r.Figure == figure && r.Engine == engine
+	})
+	if i < 0 {
+		return Result{}, false
+	}
+	return rs[i], true
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func TestRunWithoutBaselineHasNoRatios(t *testing.T) {
+	cfg := tinyConfig(t, BoltNoFreelistSyncEngine)
+	cfg.Workloads = []string{"durable-writes"}
+	cfg.Runs = 2
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Results {
+		if r.Ratio != 0 {
+			t.Errorf("%q has ratio %v without a baseline in the run", r.Figure, r.Ratio)
+		}
+		if r.Runs != 2 {
+			t.Errorf("%q aggregated %d runs, want 2", r.Figure, r.Runs)
+		}
+	}
+	lat, ok := find(rep.Results, "durable-writes", "commit latency", BoltNoFreelistSyncEngine)
+	if !ok || lat.Samples != 2*cfg.Commits {
+		t.Errorf("latency samples pooled over runs: %d, want %d", lat.Samples, 2*cfg.Commits)
+	}
+}
+
+func TestAggregatorOrderAndRatios(t *testing.T) {
+	var a aggregator
+	for run := range 3 {
+		for _, e := range []string{"b", "a"} { // engines arrive in rotated order
+			rec := &recorder{}
+			v := float64(10 + run)
+			if e == "a" {
+				v *= 2
+			}
+			rec.scalar("x", UnitCount, Higher, v)
+			rec.latencies("lat", []time.Duration{time.Duration(v), time.Duration(2 * v)})
+			a.add("w", e, rec)
+		}
+	}
+	rs := a.results([]string{"a", "b"}, "b")
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.Figure+"/"+r.Engine)
+	}
+	if want := []string{"x/a", "x/b", "lat/a", "lat/b"}; !slices.Equal(got, want) {
+		t.Fatalf("row order %v, want %v", got, want)
+	}
+	if rs[0].Median != 22 || rs[0].Min != 20 || rs[0].Max != 24 || rs[0].Runs != 3 || rs[0].Ratio != 2 {
+		t.Errorf("scalar row %+v", rs[0])
+	}
+	if rs[1].Ratio != 0 {
+		t.Errorf("baseline row has ratio %v", rs[1].Ratio)
+	}
+	if rs[2].Samples != 6 || rs[2].P99 != 48 || rs[2].Ratio != 2 {
+		t.Errorf("distribution row %+v", rs[2])
+	}
+	if s := rs[0].spread(); s != "±9.1%" {
+		t.Errorf("spread %q", s)
+	}
+	if s := rs[0].ratio(); s != "2× better" {
+		t.Errorf("ratio %q", s)
+	}
+	if s := rs[2].ratio(); s != "2× worse" {
+		t.Errorf("latency ratio %q", s)
+	}
+}
+
+func TestSelectionErrors(t *testing.T) {
+	cfg := tinyConfig(t, "no-such-engine")
+	if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "no-such-engine") {
+		t.Errorf("unknown engine: %v", err)
+	}
+	cfg = tinyConfig(t, BaselineEngine)
+	cfg.Workloads = []string{"no-such-workload"}
+	if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "no-such-workload") {
+		t.Errorf("unknown workload: %v", err)
+	}
+	cfg = tinyConfig(t, BaselineEngine)
+	cfg.Keys = 0
+	if _, err := Run(context.Background(), cfg); err == nil {
+		t.Error("zero keys accepted")
+	}
+}
+
+func TestRunStopsOnCancel(t *testing.T) {
+	cfg := tinyConfig(t, BaselineEngine)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, cfg); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run on a cancelled context: %v", err)
+	}
+}
+
+func TestCountersSub(t *testing.T) {
+	d := Counters{CtrFlushes: 10, CtrBytesWritten: 8192}.Sub(Counters{CtrFlushes: 4})
+	if len(d) != 1 || d[CtrFlushes] != 6 {
+		t.Errorf("Sub = %v, want only flushes: 6", d)
+	}
+}
+
+func TestFields(t *testing.T) {
+	type inner struct {
+		Write int64
+		Time  time.Duration
+	}
+	s := struct {
+		Tx      inner
+		FreeN   int
+		private int
+		Name    string
+		OK      bool
+	}{Tx: inner{3, time.Second}, FreeN: 7, private: 1, Name: "x", OK: true}
+	var got []string
+	for _, f := range Fields(&s) {
+		got = append(got, f.Name)
+	}
+	if want := []string{"Tx.Write", "Tx.Time", "FreeN", "OK"}; !slices.Equal(got, want) {
+		t.Errorf("Fields = %v, want %v", got, want)
+	}
+}
+
+func TestBucketLabel(t *testing.T) {
+	if got := bucketLabel([]byte("widgets")); got != "widgets" {
+		t.Errorf("printable name: %q", got)
+	}
+	if got := bucketLabel([]byte{0, 0xff, 'a'}); got != `"\x00\xffa"` {
+		t.Errorf("binary name: %q", got)
+	}
+}
+
+// TestInspectors creates a file with each inspectable engine and checks
+// that detection, Inspect and Check agree with what was written.
+func TestInspectors(t *testing.T) {
+	for _, name := range testEngines() {
+		e, _ := LookupEngine(name)
+		ins, ok := e.(Inspector)
+		if !ok {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			path := t.TempDir() + "/x.db"
+			db, err := e.Open(path, OpenOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := load(context.Background(), db, sequence(1500), nopProgress{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			header := make([]byte, 64)
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.Read(header)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ins.Detect(header) {
+				t.Error("engine does not recognise its own file")
+			}
+			if ins.Detect(make([]byte, 64)) {
+				t.Error("engine claims a zero-filled header")
+			}
+
+			got, err := ins.Inspect(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.PageSize <= 0 || got.FileSize <= 0 || len(got.DB) == 0 {
+				t.Errorf("inspection %+v", got)
+			}
+			if len(got.Buckets) != 1 || got.Buckets[0].Name != string(BucketName) {
+				t.Fatalf("buckets %+v", got.Buckets)
+			}
+			keyN := slices.IndexFunc(got.Buckets[0].Stats, func(f Field) bool { return f.Name == "KeyN" })
+			if keyN < 0 || got.Buckets[0].Stats[keyN].Value != 1500 {
+				t.Errorf("bucket stats %+v", got.Buckets[0].Stats)
+			}
+
+			n, err := ins.Check(path, func(err error) { t.Errorf("check: %v", err) })
+			if err != nil || n != 0 {
+				t.Errorf("Check = %d, %v", n, err)
+			}
+		})
+	}
+}

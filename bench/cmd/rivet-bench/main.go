@@ -1,0 +1,89 @@
+// Command rivet-bench runs rivet's side-by-side benchmarks against bbolt.
+//
+// It is the scriptable front end of package bench (stdlib flags, no
+// terminal UI); the rivet command's "bench" subcommand is the friendly one.
+// Defaults are the "full" preset on every registered engine:
+//
+//	go -C bench run ./cmd/rivet-bench                          # full run, ~GiB of disk
+//	go -C bench run ./cmd/rivet-bench --preset demo --json     # quicker, JSON on stdout
+//	go -C bench run ./cmd/rivet-bench --workloads fragmented --engines bbolt,bbolt-nofreelistsync
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/rivetkv/rivet/bench"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "rivet-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("rivet-bench", flag.ContinueOnError)
+	preset := fs.String("preset", "full", "sizes to start from: tiny, demo or full (flags below override)")
+	workloads := fs.String("workloads", "", "comma-separated workloads (default all): "+strings.Join(bench.WorkloadNames(), ", "))
+	engines := fs.String("engines", "", "comma-separated engines (default all): "+strings.Join(bench.EngineNames(), ", "))
+	var size bench.Size
+	fs.Var(&size, "size", "file size the fragmented workload grows to, e.g. 256MiB, 1GiB (default from preset)")
+	keys := fs.Int("keys", 0, "keys of bulk-load and random-reads (default from preset)")
+	reads := fs.Int("reads", 0, "random Gets per goroutine setting (default from preset)")
+	commits := fs.Int("commits", 0, "one-key commits of durable-writes, cap of the fragmented loop (default from preset)")
+	duration := fs.Duration("duration", 0, "time cap of the fragmented commit loop (default from preset)")
+	runs := fs.Int("runs", 0, "repetitions; medians are over runs (default from preset)")
+	dir := fs.String("dir", "", "directory for the databases (default the OS temp dir); files are removed afterwards")
+	jsonOut := fs.Bool("json", false, "print the report as JSON instead of a table")
+	quiet := fs.Bool("q", false, "do not print progress lines to stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+
+	cfg, err := bench.Preset(*preset)
+	if err != nil {
+		return err
+	}
+	cfg.Workloads, cfg.Engines, cfg.Dir = bench.SplitList(*workloads), bench.SplitList(*engines), *dir
+	// A flag overrides the preset only when given, so "--preset demo
+	// --keys 5000" changes exactly one number.
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "size":
+			cfg.Size = size
+		case "keys":
+			cfg.Keys = *keys
+		case "reads":
+			cfg.Reads = *reads
+		case "commits":
+			cfg.Commits = *commits
+		case "duration":
+			cfg.Duration = *duration
+		case "runs":
+			cfg.Runs = *runs
+		}
+	})
+	if !*quiet {
+		cfg.Log = os.Stderr
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if *jsonOut {
+		return rep.WriteJSON(os.Stdout)
+	}
+	return rep.WriteTable(os.Stdout)
+}

@@ -1,0 +1,109 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Config selects what Run measures and how big it is.
+type Config struct {
+	// Workloads and Engines name what to run; empty means every workload,
+	// and for engines every registered one.
+	Workloads []string `json:"workloads"`
+	Engines   []string `json:"engines"`
+	// Size is the file size the fragmented workload grows its DB to before
+	// deleting nearly everything.
+	Size Size `json:"size"`
+	// Keys is the key count of bulk-load and of the random-reads DB.
+	Keys int `json:"keys"`
+	// Reads is the number of Gets random-reads issues per goroutine setting
+	// (and a tenth of that in 10-key range scans).
+	Reads int `json:"reads"`
+	// Commits is the number of one-key commits of durable-writes, and the
+	// cap on the fragmented commit loop.
+	Commits int `json:"commits"`
+	// Duration caps the fragmented commit loop; whichever of Commits and
+	// Duration comes first ends it.
+	Duration time.Duration `json:"duration_ns"`
+	// Runs repeats every workload; medians are taken over runs.
+	Runs int `json:"runs"`
+	// Dir is where databases are created (a fresh subdirectory, removed
+	// afterwards); empty means the OS temp dir. Pick the disk you care about:
+	// fsync costs differ by orders of magnitude between devices.
+	Dir string `json:"dir,omitempty"`
+
+	// Progress, when set, is told about long phases (see ProgressFunc).
+	Progress ProgressFunc `json:"-"`
+	// Log, when set, receives one line per workload run as it starts.
+	Log io.Writer `json:"-"`
+}
+
+// Presets are the named sizes. "tiny" is for tests and CI (seconds),
+// "demo" for a first look on a laptop (about a minute for rivet alone on two
+// cores), "full" for numbers worth publishing.
+var Presets = map[string]Config{
+	"tiny": {Size: 2 << 20, Keys: 2_000, Reads: 4_000, Commits: 50, Duration: 2 * time.Second, Runs: 1},
+	"demo": {Size: 256 << 20, Keys: 100_000, Reads: 200_000, Commits: 1_000, Duration: 5 * time.Second, Runs: 1},
+	"full": {Size: 1 << 30, Keys: 1_000_000, Reads: 1_000_000, Commits: 1_000, Duration: 10 * time.Second, Runs: 3},
+}
+
+// Preset returns the named preset.
+func Preset(name string) (Config, error) {
+	c, ok := Presets[name]
+	if !ok {
+		return Config{}, fmt.Errorf("unknown preset %q (want tiny, demo or full)", name)
+	}
+	return c, nil
+}
+
+// SplitList splits a comma-separated flag value, dropping blanks, so
+// "--engines rivet,bbolt" and "--engines ' rivet , bbolt '" mean the same.
+func SplitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Size <= 0:
+		return fmt.Errorf("size must be positive, got %s", c.Size)
+	case c.Keys < 10:
+		return fmt.Errorf("keys must be at least 10, got %d", c.Keys)
+	case c.Reads <= 0:
+		return fmt.Errorf("reads must be positive, got %d", c.Reads)
+	case c.Commits <= 0:
+		return fmt.Errorf("commits must be positive, got %d", c.Commits)
+	case c.Duration <= 0:
+		return fmt.Errorf("duration must be positive, got %s", c.Duration)
+	case c.Runs <= 0:
+		return fmt.Errorf("runs must be positive, got %d", c.Runs)
+	}
+	return nil
+}
+
+// Progress receives the advance of one long phase.
+type Progress interface {
+	// Add reports n more units done. Concurrent readers call it from
+	// several goroutines, so implementations must be safe for that.
+	Add(n int64)
+	// Done ends the phase (also when it ended early).
+	Done()
+}
+
+// ProgressFunc starts reporting a phase called label that has total units
+// of work (bytes, keys or commits; a phase may end before total). The bench
+// package draws nothing itself: the command-line front end decides whether
+// a bar fits its output (not when stdout is a pipe, for instance).
+type ProgressFunc func(label string, total int64) Progress
+
+type nopProgress struct{}
+
+func (nopProgress) Add(int64) {}
+func (nopProgress) Done()     {}

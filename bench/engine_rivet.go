@@ -1,0 +1,96 @@
+//go:build rivetlib
+
+package bench
+
+import (
+	"bytes"
+	"os"
+
+	"github.com/rivetkv/rivet"
+)
+
+func init() {
+	Register(rivetEngine{})
+}
+
+// rivetEngine is rivet with default options.
+type rivetEngine struct{}
+
+// Name implements Engine.
+func (rivetEngine) Name() string { return RivetEngine }
+
+func (rivetEngine) options(readOnly bool) *rivet.Options {
+	return &rivet.Options{Timeout: lockTimeout, ReadOnly: readOnly}
+}
+
+// Open implements Engine.
+func (e rivetEngine) Open(path string, opts OpenOptions) (DB, error) {
+	db, err := rivet.Open(path, 0o600, e.options(opts.ReadOnly))
+	if err != nil {
+		return nil, err
+	}
+	return openKV[*rivet.DB, *rivet.Tx, *rivet.Bucket, *rivet.Cursor](db, opts.ReadOnly, func() Counters {
+		s := db.Stats()
+		return Counters{
+			CtrPagesWritten: s.PagesWritten,
+			CtrBytesWritten: s.BytesWritten,
+			CtrWriteCalls:   s.WriteRuns,
+			CtrFlushes:      s.Flushes,
+			CtrPagesRead:    s.PagesRead,
+		}
+	})
+}
+
+// rivetMagic is the first four bytes of a rivet meta page (docs/design.md
+// §2.2: the magic 0x54564952 stored little-endian).
+var rivetMagic = []byte("RIVT")
+
+// Detect implements Inspector.
+func (rivetEngine) Detect(header []byte) bool {
+	return bytes.HasPrefix(header, rivetMagic)
+}
+
+// Inspect implements Inspector.
+func (e rivetEngine) Inspect(path string) (*Inspection, error) {
+	db, err := rivet.Open(path, 0o400, e.options(true))
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	ins := &Inspection{
+		Engine:   RivetEngine,
+		Path:     path,
+		FileSize: fi.Size(),
+		PageSize: db.Info().PageSize,
+		DB:       Fields(db.Stats()),
+	}
+	err = db.View(func(tx *rivet.Tx) error {
+		return tx.ForEach(func(name []byte, b *rivet.Bucket) error {
+			ins.Buckets = append(ins.Buckets, BucketStats{Name: bucketLabel(name), Stats: Fields(b.Stats())})
+			return nil
+		})
+	})
+	return ins, err
+}
+
+// Check implements Inspector.
+func (e rivetEngine) Check(path string, report func(error)) (int, error) {
+	db, err := rivet.Open(path, 0o400, e.options(true))
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	n := 0
+	err = db.View(func(tx *rivet.Tx) error {
+		for cerr := range tx.Check() {
+			n++
+			report(cerr)
+		}
+		return nil
+	})
+	return n, err
+}
