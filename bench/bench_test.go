@@ -187,6 +187,13 @@ func TestRunWithoutBaselineHasNoRatios(t *testing.T) {
 	if !ok || lat.Samples != 2*cfg.Commits {
 		t.Errorf("latency samples pooled over runs: %d, want %d", lat.Samples, 2*cfg.Commits)
 	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "P99/SPREAD") || strings.Contains(table.String(), "VS BBOLT") {
+		t.Errorf("table without a baseline should have no ratio column:\n%s", table.String())
+	}
 }
 
 func TestAggregatorOrderAndRatios(t *testing.T) {

@@ -231,8 +231,9 @@ func (r Result) ratio() string {
 	return s
 }
 
-// TableHeader is the column header line of WriteTable's output (tabs
-// between columns); tests and scripts look for it.
+// TableHeader is the column header line of WriteTable's output; tests and
+// scripts look for it. The last column appears only when some row has a
+// ratio to the baseline.
 var TableHeader = []string{"WORKLOAD", "FIGURE", "ENGINE", "MEDIAN", "P99/SPREAD", "VS BBOLT"}
 
 // WriteTable prints the report for people: a header naming the machine and
@@ -245,6 +246,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	header := slices.Clone(TableHeader)
 	header[len(header)-1] = "VS " + strings.ToUpper(rep.Baseline)
+	// Without a baseline in the run the ratio column would be empty.
+	withRatio := slices.ContainsFunc(rep.Results, func(r Result) bool { return r.Ratio != 0 })
+	if !withRatio {
+		header = header[:len(header)-1]
+	}
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	prevW, prevF := "", ""
 	for _, r := range rep.Results {
@@ -256,7 +262,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			}
 		}
 		prevW, prevF = r.Workload, r.Figure
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wl, fig, r.Engine, r.Unit.Format(r.Median), r.spread(), r.ratio())
+		row := []string{wl, fig, r.Engine, r.Unit.Format(r.Median), r.spread()}
+		if withRatio {
+			row = append(row, r.ratio())
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
