@@ -68,7 +68,7 @@ func TestRunAllWorkloadsTiny(t *testing.T) {
 
 	// Figures every engine must produce, with a positive median.
 	must := map[string][]string{
-		"fragmented":     {"keys loaded", "file size", "open", "commit latency", "commits/s", "commits"},
+		"fragmented":     {"keys loaded", "peak file size", "file size after delete", "open", "commit latency", "commits/s", "commits"},
 		"durable-writes": {"commit latency", "commits/s", "total time"},
 		"bulk-load":      {"sequential keys/s", "random keys/s", "sequential file size", "random file size"},
 		"random-reads":   {"gets/s, 1 goroutine(s)", "gets/s, 2 goroutine(s)", "10-key scans/s"},
@@ -110,6 +110,12 @@ func TestRunAllWorkloadsTiny(t *testing.T) {
 		}
 		if wantRatio && r.Median != 0 && abs(r.Ratio-r.Median/base.Median) > 1e-9*r.Ratio {
 			t.Errorf("%s/%s %q: ratio %v != %v/%v", r.Workload, r.Engine, r.Figure, r.Ratio, r.Median, base.Median)
+		}
+	}
+	// bbolt's file grows with its data, so it must have reached --size.
+	for _, e := range []string{BaselineEngine, BoltNoFreelistSyncEngine} {
+		if r, _ := find(rep.Results, "fragmented", "peak file size", e); r.Median < float64(cfg.Size) {
+			t.Errorf("fragmented on %s grew to %v bytes, want >= %d", e, r.Median, cfg.Size)
 		}
 	}
 	// The durable-writes loop has no time cap: it must make every commit.
