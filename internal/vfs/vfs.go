@@ -5,6 +5,11 @@
 // count I/O, inject errors and simulate crashes (a file that keeps written
 // and durable bytes apart).
 //
+// Implementations: OS (the operating system's files), NewMem (in-memory
+// files), NewCrashable (in-memory files that simulate power loss), and the
+// wrappers NewCounting (counts I/O) and NewFaulty (injects errors), which
+// compose with any FS.
+//
 // Invariant: rivet never relies on a write being durable until a Sync that
 // was issued after it has returned nil.
 package vfs
@@ -61,9 +66,15 @@ type File interface {
 	Unlock() error
 	// Map returns a read-only view of the first length bytes of the file.
 	// length may exceed the file size: the range past the end is reserved
-	// address space that later writes become visible through.
-	// Invariant: bytes written with WriteAt at offsets below length after Map
-	// returned are visible through the mapping.
+	// address space that later writes become visible through. Touching a
+	// mapped page that lies past the end of the file faults (SIGBUS on
+	// Unix), so grow the file before anything reads there.
+	// A view may be shorter than length: on Windows a mapping cannot extend
+	// past the end of the file, so it is cut to the file size at the time of
+	// the call. Callers use len(Bytes()), not length, and map again once the
+	// file has grown past it.
+	// Invariant: bytes written with WriteAt at offsets below len(Bytes())
+	// after Map returned are visible through the mapping.
 	Map(length int64) (Mapping, error)
 	// Name returns the name the file was opened with.
 	Name() string

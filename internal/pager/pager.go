@@ -1,0 +1,634 @@
+// Package pager owns the data file's I/O for the layers above it: counted
+// page reads for recovery and region-map loads, memory maps for readers,
+// coalesced page writes, file growth and the flush (docs/design.md §3, §5).
+//
+// Concurrency: any number of goroutines may call Acquire and View.Release at
+// any time. The writer-side calls (EnsureMapped, Grow, WriteRuns, Sync) are
+// meant for the single writer; they are serialised by a mutex, so concurrent
+// misuse is safe but not parallel. ReadPages and Stats may be called from any
+// goroutine.
+//
+// Why an old mapping is safe to read: a read transaction pins the mapping
+// that was current when it began and reads only pages of its snapshot.
+// Copy-on-write guarantees those pages are never rewritten while a snapshot
+// that can see them is open (docs/design.md §6, invariant 1), so whether a
+// mapping is the current one or an older, longer-lived one makes no
+// difference to what the reader sees. Growing the map therefore never waits
+// for readers: it installs a new mapping and leaves each old one to be
+// unmapped by the release of its last reference.
+package pager
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/internal/vfs"
+)
+
+// ErrClosed is returned by every method of a closed Pager except Close,
+// Acquire (which returns an empty View) and Stats.
+var ErrClosed = errors.New("pager: closed")
+
+// Defaults and limits.
+const (
+	// DefaultMmapReserve is the smallest mapping on 64-bit platforms when
+	// Options.InitialMmapSize is 0: address space is plentiful there, and a
+	// large reserve means a growing file is rarely re-mapped.
+	DefaultMmapReserve = 1 << 30
+	// DefaultMmapReserve32 is the smallest mapping on 32-bit platforms, whose
+	// 2-4 GiB of address space cannot spare 1 GiB per mapping.
+	DefaultMmapReserve32 = 64 << 20
+	// DefaultGrowSize is the smallest step by which Grow extends the file
+	// when Options.GrowSize is 0.
+	DefaultGrowSize = 16 << 20
+	// MaxCoalescedWrite bounds the bytes WriteRuns copies into one WriteAt.
+	// Past a few MiB a bigger single write saves nothing measurable, and the
+	// scratch buffer, which is kept between calls, stays bounded.
+	MaxCoalescedWrite = 8 << 20
+)
+
+const (
+	is64Bit = ^uint(0)>>63 == 1
+	// maxInt bounds lengths held in memory (buffers, mappings); it is
+	// 2^31-1 on 32-bit platforms.
+	maxInt = int64(^uint(0) >> 1)
+	// maxOffset bounds file offsets, which are int64 everywhere.
+	maxOffset = math.MaxInt64
+)
+
+// Options configures a Pager.
+type Options struct {
+	// PageSize is the page size in bytes; it must satisfy page.ValidPageSize.
+	PageSize int
+	// InitialMmapSize is the smallest mapping EnsureMapped creates, in bytes.
+	// 0 selects DefaultMmapReserve (DefaultMmapReserve32 on 32-bit
+	// platforms). A positive value replaces that floor, which lets tests on
+	// in-memory files (where a reserve costs real memory) keep maps small.
+	InitialMmapSize int64
+	// GrowSize is the smallest step by which Grow extends the file, in
+	// bytes; 0 selects DefaultGrowSize. Grow also grows by at least 1/8 of
+	// the file, so the number of size changes stays logarithmic.
+	GrowSize int64
+	// MaxSize, if positive, is the largest the file may become, in bytes.
+	// Grow never extends past it and fails with errors.ErrMaxSizeReached
+	// when asked to.
+	MaxSize int64
+	// ReadOnly forbids writes, truncates and flushes. EnsureMapped then maps
+	// the file as it is and never grows it.
+	ReadOnly bool
+}
+
+// Run is a run of contiguous pages to write: Data covers pages
+// [ID, ID+len(Data)/page size).
+type Run struct {
+	ID   page.ID
+	Data []byte
+}
+
+// Stats counts the pager's I/O. All counters only ever increase.
+// They are int64, like the public DB statistics they feed.
+type Stats struct {
+	WriteCalls   int64 // WriteAt calls made by WriteRuns (one per coalesced group)
+	PagesWritten int64 // pages written by successful WriteAt calls
+	BytesWritten int64 // bytes written by successful WriteAt calls
+	Flushes      int64 // Sync calls made
+	PagesRead    int64 // pages read by successful ReadPages calls
+	Remaps       int64 // mappings created, the first one included
+}
+
+// Pager owns a data file's I/O. See the package documentation for what may
+// be called concurrently.
+type Pager struct {
+	f        vfs.File
+	ps       int64
+	reserve  int64 // smallest mapping length
+	growSize int64
+	maxSize  int64
+	readOnly bool
+
+	// wmu serialises the writer-side calls and Close. It guards scratch and
+	// sorted, and the transitions of cur and closed.
+	wmu     sync.Mutex
+	scratch []byte
+	sorted  []Run
+
+	// mu guards cur. Acquire loads cur and takes its reference under the
+	// read lock; install swaps cur under the write lock before dropping the
+	// old mapping's current-reference. So a mapping cannot reach zero
+	// references, and be unmapped, between Acquire loading it and counting
+	// its own reference.
+	mu  sync.RWMutex
+	cur *View // nil before the first mapping and after Close
+
+	closed atomic.Bool
+	// size caches the file size in bytes, -1 until first needed. It only
+	// rises (noteSize).
+	// Invariant: size <= the real file size. In a writable pager only grow
+	// changes the file's size (WriteRuns grows before writing, so writes
+	// never extend the file), which keeps the cache exact there.
+	size atomic.Int64
+
+	errMu    sync.Mutex
+	unmapErr error // first error from unmapping a released mapping
+
+	writeCalls, pagesWritten, bytesWritten atomic.Int64
+	flushes, pagesRead, remaps             atomic.Int64
+}
+
+// Open returns a Pager for f. It reads nothing from the file. The Pager does
+// not own f: Close leaves it open.
+func Open(f vfs.File, opts Options) (*Pager, error) {
+	if f == nil {
+		return nil, errors.New("pager: nil file")
+	}
+	if !page.ValidPageSize(opts.PageSize) {
+		return nil, fmt.Errorf("pager: invalid page size %d", opts.PageSize)
+	}
+	if opts.InitialMmapSize < 0 || opts.GrowSize < 0 || opts.MaxSize < 0 {
+		return nil, errors.New("pager: negative size option")
+	}
+	p := &Pager{
+		f:        f,
+		ps:       int64(opts.PageSize),
+		reserve:  opts.InitialMmapSize,
+		growSize: opts.GrowSize,
+		maxSize:  opts.MaxSize,
+		readOnly: opts.ReadOnly,
+	}
+	if p.reserve == 0 {
+		p.reserve = DefaultMmapReserve32
+		if is64Bit {
+			p.reserve = DefaultMmapReserve
+		}
+	}
+	if p.growSize == 0 {
+		p.growSize = DefaultGrowSize
+	}
+	p.size.Store(-1)
+	return p, nil
+}
+
+// PageSize returns the page size in bytes.
+func (p *Pager) PageSize() int { return int(p.ps) }
+
+// pageOffset returns the byte offset of page id, or false if it does not fit
+// in a file offset.
+func (p *Pager) pageOffset(id page.ID) (int64, bool) {
+	if id > uint64(maxOffset/p.ps) {
+		return 0, false
+	}
+	return int64(id) * p.ps, true
+}
+
+// fileSize returns the cached file size if it is at least atLeast, and
+// otherwise asks the file (and caches the answer).
+func (p *Pager) fileSize(atLeast int64) (int64, error) {
+	if s := p.size.Load(); s >= atLeast {
+		return s, nil
+	}
+	s, err := p.f.Size()
+	if err != nil {
+		return 0, err
+	}
+	return p.noteSize(s), nil
+}
+
+// noteSize raises the cached size to s and returns the cached size. The
+// cache only ever rises: the pager never shrinks the file, and a stale answer
+// from a concurrent ReadPages must not undo what Grow stored.
+func (p *Pager) noteSize(s int64) int64 {
+	for {
+		old := p.size.Load()
+		if old >= s {
+			return old
+		}
+		if p.size.CompareAndSwap(old, s) {
+			return s
+		}
+	}
+}
+
+// ReadPages reads n pages starting at id into a new buffer with File.ReadAt,
+// so the read is visible to I/O accounting (recovery and region-map loads use
+// it). A range that does not lie inside the file is reported as a
+// *errors.CorruptError naming id: page ids come from disk, and a range past
+// the end means the bytes that named it are wrong. The range is checked
+// before the buffer is allocated, so a corrupt count cannot make it allocate
+// more than the file holds. Other I/O errors are returned as they are.
+func (p *Pager) ReadPages(id page.ID, n uint64) ([]byte, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("pager: ReadPages of zero pages at page %d", id)
+	}
+	off, ok := p.pageOffset(id)
+	if !ok || n > uint64(maxOffset/p.ps) || off > maxOffset-int64(n)*p.ps {
+		return nil, page.Corruptf(id, "run of %d pages lies beyond the largest file offset", n)
+	}
+	length := int64(n) * p.ps
+	end := off + length
+	size, err := p.fileSize(end)
+	if err != nil {
+		return nil, err
+	}
+	if end > size {
+		return nil, page.Corruptf(id, "run of %d pages ends at byte %d, past the end of the file (%d bytes)", n, end, size)
+	}
+	if length > maxInt {
+		return nil, page.Corruptf(id, "run of %d pages does not fit in memory", n)
+	}
+	buf := make([]byte, length)
+	got, err := p.f.ReadAt(buf, off)
+	if err == io.EOF || err == io.ErrUnexpectedEOF || (err == nil && got < len(buf)) {
+		// The file was shorter than its size said (it shrank under us).
+		return nil, page.Corruptf(id, "run of %d pages: short read of %d bytes at byte %d", n, got, off)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.pagesRead.Add(int64(n))
+	return buf, nil
+}
+
+// View is a reference to a memory mapping of the file, obtained from Acquire.
+// Its methods may be called on a nil *View.
+type View struct {
+	mp *mapping
+	b  []byte
+}
+
+// Bytes returns the mapped bytes: the start of the file, up to the smaller of
+// the mapping's length and the file's length (in whole pages) when the View
+// was installed. Every page inside it is backed by the file, so reading it
+// never faults. Callers bound-check page ranges against len(Bytes()).
+// The bytes must not be modified and must not be used after Release.
+func (v *View) Bytes() []byte {
+	if v == nil {
+		return nil
+	}
+	return v.b
+}
+
+// Release drops the reference Acquire took. Call it exactly once per
+// Acquire. A mapping that is no longer current is unmapped by the release of
+// its last reference.
+func (v *View) Release() {
+	if v == nil || v.mp == nil {
+		return
+	}
+	v.mp.release()
+}
+
+// emptyView is what Acquire returns when nothing is mapped.
+var emptyView = &View{}
+
+// mapping is one vfs.Mapping shared by the Views installed over it.
+type mapping struct {
+	m     vfs.Mapping
+	bytes []byte // m.Bytes(), taken once at creation
+	p     *Pager
+	// refs counts one reference for being current plus one per Acquire not
+	// yet released. Invariant: the mapping is unmapped exactly when refs
+	// drops to zero; once it is zero nothing can take a new reference,
+	// because Acquire only references the current mapping, under p.mu, and
+	// the current mapping always holds its own reference.
+	refs atomic.Int64
+}
+
+func (mp *mapping) release() {
+	if mp.refs.Add(-1) != 0 {
+		// Positive: still in use. Negative: a View was released more often
+		// than acquired; the mapping is already gone, nothing to do.
+		return
+	}
+	if err := mp.m.Close(); err != nil {
+		mp.p.errMu.Lock()
+		if mp.p.unmapErr == nil {
+			mp.p.unmapErr = err
+		}
+		mp.p.errMu.Unlock()
+	}
+}
+
+// Acquire returns the current mapping with a reference held, so it stays
+// mapped until the View is released, however the pager re-maps in the
+// meantime. Before the first EnsureMapped and after Close it returns an empty
+// View (Bytes() is nil; Release does nothing).
+func (p *Pager) Acquire() *View {
+	p.mu.RLock()
+	v := p.cur
+	if v != nil {
+		v.mp.refs.Add(1)
+	}
+	p.mu.RUnlock()
+	if v == nil {
+		return emptyView
+	}
+	return v
+}
+
+// install makes v current. The caller holds wmu and passes v with the
+// current-reference already counted in v.mp.refs when v.mp is new.
+func (p *Pager) install(v *View) {
+	p.mu.Lock()
+	old := p.cur
+	p.cur = v
+	p.mu.Unlock()
+	if old != nil && old.mp != v.mp {
+		old.mp.release() // its current-reference
+	}
+}
+
+// EnsureMapped makes the current View cover at least hwm pages, growing the
+// file first (see Grow) so that no covered page lies past the end of the
+// file. If the current mapping is too short, or shorter than the file, it
+// creates a new mapping of max(InitialMmapSize floor, 2×hwm pages, file
+// size) bytes rounded up to the page size, and makes it current without
+// waiting for the readers of older mappings.
+//
+// Re-mapping when the file outgrows the mapping, even if hwm is covered,
+// matters on Windows, where a mapping stops at the file's end, and for
+// in-memory files, whose growth past a mapping moves their bytes.
+//
+// In a read-only pager the file is never grown: the View covers the file as
+// it is, which may be less than hwm pages for a file cut short.
+//
+// Call it before publishing a state whose pages lie below hwm.
+func (p *Pager) EnsureMapped(hwm uint64) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	need, ok := p.pageOffset(hwm)
+	if !ok {
+		return fmt.Errorf("pager: high-water mark of %d pages is past the largest file offset", hwm)
+	}
+	var size int64
+	if p.readOnly {
+		s, err := p.f.Size()
+		if err != nil {
+			return err
+		}
+		size = p.noteSize(s)
+	} else {
+		if err := p.grow(need); err != nil {
+			return err
+		}
+		size = p.size.Load()
+	}
+	// Invariant: a View never extends past the last whole page of the file.
+	visible := size / p.ps * p.ps
+	required := min(need, visible)
+
+	if cur := p.cur; cur != nil {
+		mapLen := int64(len(cur.mp.bytes))
+		if mapLen >= need && mapLen >= size {
+			if l := min(mapLen, visible); l != int64(len(cur.b)) {
+				// Same mapping, more of it backed by the file now.
+				p.install(&View{mp: cur.mp, b: cur.mp.bytes[:l]})
+			}
+			return nil
+		}
+	}
+
+	tight := roundUp(max(need, size), p.ps)
+	if tight > maxInt {
+		return fmt.Errorf("pager: a %d-byte file cannot be mapped on this platform", max(need, size))
+	}
+	length := max(p.reserve, tight)
+	if need <= maxOffset/2 {
+		length = max(length, 2*need)
+	}
+	length = min(roundUp(length, p.ps), maxInt/p.ps*p.ps)
+	m, err := p.f.Map(length)
+	if err != nil && length > tight {
+		// The reserve is a convenience; a tight address space (32-bit, or
+		// a ulimit) may still fit a mapping of exactly what is needed.
+		m, err = p.f.Map(tight)
+	}
+	if err != nil {
+		return err
+	}
+	b := m.Bytes()
+	if int64(len(b)) < required {
+		m.Close()
+		return fmt.Errorf("pager: mapping of %d bytes is shorter than the %d bytes needed", len(b), required)
+	}
+	mp := &mapping{m: m, bytes: b, p: p}
+	mp.refs.Store(1)
+	p.remaps.Add(1)
+	p.install(&View{mp: mp, b: b[:min(int64(len(b)), visible)]})
+	return nil
+}
+
+// roundUp rounds n up to a multiple of ps, saturating at the largest
+// multiple that fits in an int64.
+func roundUp(n, ps int64) int64 {
+	if n > maxOffset-ps {
+		return maxOffset / ps * ps
+	}
+	return (n + ps - 1) / ps * ps
+}
+
+// Grow makes the file at least hwm pages long, so that pages read through the
+// map never lie past the end of the file (a read there faults). It extends
+// the file with Truncate in steps of at least Options.GrowSize and at least
+// 1/8 of the file, never past Options.MaxSize.
+func (p *Pager) Grow(hwm uint64) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	need, ok := p.pageOffset(hwm)
+	if !ok {
+		return fmt.Errorf("pager: high-water mark of %d pages is past the largest file offset", hwm)
+	}
+	return p.grow(need)
+}
+
+// grow makes the file at least need bytes long. The caller holds wmu.
+func (p *Pager) grow(need int64) error {
+	if p.readOnly {
+		return rerrors.ErrDatabaseReadOnly
+	}
+	size, err := p.fileSize(need)
+	if err != nil {
+		return err
+	}
+	if size >= need {
+		return nil
+	}
+	if p.maxSize > 0 && need > p.maxSize {
+		return fmt.Errorf("%w: need %d bytes, limit %d", rerrors.ErrMaxSizeReached, need, p.maxSize)
+	}
+	step := max(p.growSize, size/8)
+	target := need
+	if size <= maxOffset-step {
+		target = max(need, size+step)
+	}
+	target = roundUp(target, p.ps)
+	if p.maxSize > 0 && target > p.maxSize {
+		target = max(need, p.maxSize/p.ps*p.ps)
+	}
+	if err := p.f.Truncate(target); err != nil {
+		return err
+	}
+	p.noteSize(target)
+	return nil
+}
+
+// WriteRuns writes page runs. Each run's Data must be a positive multiple of
+// the page size; runs must not overlap. Runs need not be sorted: WriteRuns
+// orders them by page id (in its own buffer; runs is not modified) and writes
+// each group of adjacent runs (one ending where the next begins) with a
+// single WriteAt, copying them into a scratch buffer kept between calls. A
+// group is capped at MaxCoalescedWrite bytes unless a single run is larger.
+//
+// The file is grown (see Grow) to cover every run before anything is
+// written. Errors from the file are returned as they are; after one, some
+// runs may have been written and others not (the caller latches).
+func (p *Pager) WriteRuns(runs []Run) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if p.readOnly {
+		return rerrors.ErrDatabaseReadOnly
+	}
+	if len(runs) == 0 {
+		return nil
+	}
+	sorted := append(p.sorted[:0], runs...)
+	defer func() {
+		// Drop the references to the callers' buffers.
+		clear(sorted)
+		p.sorted = sorted[:0]
+	}()
+	if !slices.IsSortedFunc(sorted, cmpRun) {
+		slices.SortFunc(sorted, cmpRun)
+	}
+	var end int64
+	for i, r := range sorted {
+		if len(r.Data) == 0 || int64(len(r.Data))%p.ps != 0 {
+			return fmt.Errorf("pager: run at page %d is %d bytes, not a positive multiple of the page size %d", r.ID, len(r.Data), p.ps)
+		}
+		off, ok := p.pageOffset(r.ID)
+		if !ok || off > maxOffset-int64(len(r.Data)) {
+			return fmt.Errorf("pager: run at page %d lies past the largest file offset", r.ID)
+		}
+		if i > 0 && off < end {
+			prev := sorted[i-1]
+			return fmt.Errorf("pager: run at page %d overlaps the run at page %d (%d pages)", r.ID, prev.ID, int64(len(prev.Data))/p.ps)
+		}
+		end = off + int64(len(r.Data))
+	}
+	if err := p.grow(end); err != nil {
+		return err
+	}
+
+	for i := 0; i < len(sorted); {
+		first := sorted[i]
+		total := len(first.Data)
+		j := i + 1
+		for j < len(sorted) &&
+			sorted[j].ID == sorted[j-1].ID+uint64(len(sorted[j-1].Data))/uint64(p.ps) &&
+			total+len(sorted[j].Data) <= MaxCoalescedWrite {
+			total += len(sorted[j].Data)
+			j++
+		}
+		buf := first.Data
+		if j > i+1 {
+			if cap(p.scratch) < total {
+				p.scratch = make([]byte, 0, max(total, min(2*cap(p.scratch), MaxCoalescedWrite)))
+			}
+			buf = p.scratch[:0]
+			for _, r := range sorted[i:j] {
+				buf = append(buf, r.Data...)
+			}
+		}
+		off, _ := p.pageOffset(first.ID)
+		p.writeCalls.Add(1)
+		n, err := p.f.WriteAt(buf, off)
+		if err == nil && n != len(buf) {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return err
+		}
+		p.pagesWritten.Add(int64(total) / p.ps)
+		p.bytesWritten.Add(int64(total))
+		i = j
+	}
+	return nil
+}
+
+func cmpRun(a, b Run) int {
+	switch {
+	case a.ID < b.ID:
+		return -1
+	case a.ID > b.ID:
+		return 1
+	}
+	return 0
+}
+
+// Sync flushes the file with the given primitive. Its error is returned as it
+// is; the caller must not trust a retry (docs/design.md §3.1 step 6).
+func (p *Pager) Sync(kind vfs.SyncKind) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if p.readOnly {
+		return rerrors.ErrDatabaseReadOnly
+	}
+	p.flushes.Add(1)
+	return p.f.Sync(kind)
+}
+
+// Stats returns the I/O counters. It may be called at any time, also after
+// Close.
+func (p *Pager) Stats() Stats {
+	return Stats{
+		WriteCalls:   p.writeCalls.Load(),
+		PagesWritten: p.pagesWritten.Load(),
+		BytesWritten: p.bytesWritten.Load(),
+		Flushes:      p.flushes.Load(),
+		PagesRead:    p.pagesRead.Load(),
+		Remaps:       p.remaps.Load(),
+	}
+}
+
+// Close releases the current mapping; mappings still referenced by Views are
+// unmapped when those are released. It does not close the file. It returns
+// the first error from unmapping so far. Closing twice is a no-op.
+func (p *Pager) Close() error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if !p.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	p.mu.Lock()
+	cur := p.cur
+	p.cur = nil
+	p.mu.Unlock()
+	if cur != nil {
+		cur.mp.release()
+	}
+	p.scratch, p.sorted = nil, nil
+	p.errMu.Lock()
+	defer p.errMu.Unlock()
+	return p.unmapErr
+}

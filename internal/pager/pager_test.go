@@ -1,0 +1,842 @@
+package pager
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/internal/vfs"
+)
+
+const ps = 4096
+
+// smallMaps keeps mappings and growth small, so in-memory files stay cheap
+// and tests cross mapping boundaries quickly.
+var smallMaps = Options{PageSize: ps, InitialMmapSize: 16 * ps, GrowSize: 8 * ps}
+
+// backend is a file system the pager tests run on.
+type backend struct {
+	name string
+	open func(t *testing.T, fs func(vfs.FS) vfs.FS) vfs.File
+}
+
+func backends() []backend {
+	return []backend{
+		{"Mem", func(t *testing.T, wrap func(vfs.FS) vfs.FS) vfs.File {
+			return openFile(t, wrap(vfs.NewMem()), "db")
+		}},
+		{"OS", func(t *testing.T, wrap func(vfs.FS) vfs.FS) vfs.File {
+			return openFile(t, wrap(vfs.OS()), filepath.Join(t.TempDir(), "db"))
+		}},
+	}
+}
+
+func forEachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) { fn(t, b) })
+	}
+}
+
+func openFile(t *testing.T, fs vfs.FS, name string) vfs.File {
+	t.Helper()
+	f, err := fs.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func identity(fs vfs.FS) vfs.FS { return fs }
+
+func mustOpen(t *testing.T, f vfs.File, opts Options) *Pager {
+	t.Helper()
+	p, err := Open(f, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// pageBytes returns n pages of content identifying each page: the page id in
+// the first 8 bytes, then a fill byte derived from id and tag.
+func pageBytes(id page.ID, n int, tag byte) []byte {
+	b := make([]byte, n*ps)
+	for i := 0; i < n; i++ {
+		pg := b[i*ps : (i+1)*ps]
+		for j := range pg {
+			pg[j] = byte(id+uint64(i)) ^ tag
+		}
+		binary.LittleEndian.PutUint64(pg, id+uint64(i))
+	}
+	return b
+}
+
+func TestOpenValidatesAndReadsNothing(t *testing.T) {
+	c := vfs.NewCounting(vfs.NewMem())
+	f := openFile(t, c, "db")
+	for _, bad := range []Options{
+		{PageSize: 0}, {PageSize: 3000}, {PageSize: 512}, {PageSize: 128 << 10},
+		{PageSize: ps, InitialMmapSize: -1}, {PageSize: ps, GrowSize: -1}, {PageSize: ps, MaxSize: -1},
+	} {
+		if _, err := Open(f, bad); err == nil {
+			t.Errorf("Open(%+v) succeeded", bad)
+		}
+	}
+	if _, err := Open(nil, Options{PageSize: ps}); err == nil {
+		t.Error("Open(nil) succeeded")
+	}
+	p := mustOpen(t, f, Options{PageSize: ps})
+	if p.PageSize() != ps {
+		t.Fatalf("PageSize() = %d", p.PageSize())
+	}
+	if got := c.Snapshot(); got != (vfs.Counts{}) {
+		t.Fatalf("Open did I/O: %+v", got)
+	}
+	if v := p.Acquire(); v.Bytes() != nil {
+		t.Fatal("Acquire before EnsureMapped returned bytes")
+	} else {
+		v.Release()
+	}
+}
+
+func TestWriteRunsCoalesces(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		var c *vfs.CountingFS
+		f := b.open(t, func(fs vfs.FS) vfs.FS { c = vfs.NewCounting(fs); return c })
+		p := mustOpen(t, f, smallMaps)
+
+		// Pages 10, 11-12 and 13 are adjacent; 20 is not. Given out of order.
+		runs := []Run{
+			{20, pageBytes(20, 1, 0)},
+			{11, pageBytes(11, 2, 0)},
+			{13, pageBytes(13, 1, 0)},
+			{10, pageBytes(10, 1, 0)},
+		}
+		order := []page.ID{20, 11, 13, 10}
+		c.Reset()
+		if err := p.WriteRuns(runs); err != nil {
+			t.Fatal(err)
+		}
+		got := c.Snapshot()
+		if got.WriteCalls != 2 {
+			t.Fatalf("%d WriteAt calls, want 2 (one for pages 10-13, one for 20)", got.WriteCalls)
+		}
+		if got.WriteBytes != 5*ps {
+			t.Fatalf("%d bytes written, want %d", got.WriteBytes, 5*ps)
+		}
+		for i, r := range runs {
+			if r.ID != order[i] {
+				t.Fatal("WriteRuns reordered the caller's slice")
+			}
+		}
+		st := p.Stats()
+		if st.WriteCalls != 2 || st.PagesWritten != 5 || st.BytesWritten != 5*ps {
+			t.Fatalf("Stats = %+v", st)
+		}
+		buf, err := p.ReadPages(10, 11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := slices.Concat(pageBytes(10, 4, 0), make([]byte, 6*ps), pageBytes(20, 1, 0))
+		if !bytes.Equal(buf, want) {
+			t.Fatal("pages read back differ from the runs written")
+		}
+	})
+}
+
+func TestWriteRunsCoalescingCap(t *testing.T) {
+	c := vfs.NewCounting(vfs.NewMem())
+	p := mustOpen(t, openFile(t, c, "db"), smallMaps)
+	per := MaxCoalescedWrite / 2 / ps // pages per run: two runs fill a write
+	runs := []Run{
+		{0, pageBytes(0, per, 1)},
+		{uint64(per), pageBytes(uint64(per), per, 1)},
+		{uint64(2 * per), pageBytes(uint64(2*per), per, 1)},
+		// A single run larger than the cap is written whole.
+		{uint64(3 * per), pageBytes(uint64(3*per), 3*per, 1)},
+	}
+	if err := p.WriteRuns(runs); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Snapshot().WriteCalls; got != 3 {
+		t.Fatalf("%d WriteAt calls, want 3 (2 runs, then 1, then the big one)", got)
+	}
+	buf, err := p.ReadPages(0, uint64(6*per))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf, pageBytes(0, 6*per, 1)) {
+		t.Fatal("contents differ")
+	}
+}
+
+func TestWriteRunsReusesScratch(t *testing.T) {
+	f := openFile(t, vfs.NewMem(), "db")
+	p := mustOpen(t, f, smallMaps)
+	runs := []Run{{1, pageBytes(1, 1, 0)}, {2, pageBytes(2, 2, 0)}, {4, pageBytes(4, 1, 0)}}
+	if err := p.WriteRuns(runs); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(50, func() {
+		if err := p.WriteRuns(runs); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("WriteRuns allocates %.1f times per call once warm", allocs)
+	}
+}
+
+func TestWriteRunsRejectsBadRuns(t *testing.T) {
+	c := vfs.NewCounting(vfs.NewMem())
+	p := mustOpen(t, openFile(t, c, "db"), smallMaps)
+	for name, runs := range map[string][]Run{
+		"overlap":      {{1, make([]byte, 2*ps)}, {2, make([]byte, ps)}},
+		"duplicate":    {{5, make([]byte, ps)}, {5, make([]byte, ps)}},
+		"empty":        {{1, nil}},
+		"partial page": {{1, make([]byte, ps+1)}},
+		"huge id":      {{math.MaxUint64 / 2, make([]byte, ps)}},
+		"end overflow": {{math.MaxInt64 / ps, make([]byte, 2*ps)}},
+	} {
+		if err := p.WriteRuns(runs); err == nil {
+			t.Errorf("%s: WriteRuns succeeded", name)
+		}
+	}
+	if got := c.Snapshot(); got.WriteCalls != 0 || got.TruncateCalls != 0 {
+		t.Fatalf("rejected runs reached the file: %+v", got)
+	}
+	if err := p.WriteRuns(nil); err != nil {
+		t.Fatalf("WriteRuns(nil): %v", err)
+	}
+}
+
+func TestWriteAndSyncErrorsReturnedAsIs(t *testing.T) {
+	faulty := vfs.NewFaulty(vfs.NewMem())
+	p := mustOpen(t, openFile(t, faulty, "db"), smallMaps)
+	faulty.Arm(vfs.Fault{Op: vfs.OpWrite, Err: syscall.ENOSPC, ShortWrite: 100})
+	err := p.WriteRuns([]Run{{0, make([]byte, ps)}})
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("WriteRuns: %v, want ENOSPC", err)
+	}
+	if st := p.Stats(); st.WriteCalls != 1 || st.PagesWritten != 0 {
+		t.Fatalf("a failed write was counted as written: %+v", st)
+	}
+	faulty.Arm(vfs.Fault{Op: vfs.OpSync})
+	if err := p.Sync(vfs.SyncData); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Sync: %v, want EIO", err)
+	}
+	if err := p.Sync(vfs.SyncBarrier); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Stats().Flushes; got != 2 {
+		t.Fatalf("Flushes = %d, want 2", got)
+	}
+	faulty.Arm(vfs.Fault{Op: vfs.OpTruncate, Err: syscall.ENOSPC})
+	if err := p.Grow(100000); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Grow: %v, want ENOSPC", err)
+	}
+}
+
+func TestReadPagesPastEOFIsCorrupt(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := b.open(t, identity)
+		p := mustOpen(t, f, smallMaps)
+		if _, err := f.WriteAt(pageBytes(0, 3, 0), 0); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			id page.ID
+			n  uint64
+		}{
+			{3, 1},                  // just past the end
+			{2, 2},                  // straddles the end
+			{1000, 1},               // far past
+			{0, 1 << 40},            // corrupt count: must not allocate 4 PiB
+			{math.MaxUint64, 1},     // offset overflow
+			{1, math.MaxUint64 / 2}, // length overflow
+		} {
+			_, err := p.ReadPages(tc.id, tc.n)
+			if !errors.Is(err, rerrors.ErrCorrupt) {
+				t.Fatalf("ReadPages(%d, %d): %v, want ErrCorrupt", tc.id, tc.n, err)
+			}
+			var ce *rerrors.CorruptError
+			if !errors.As(err, &ce) || ce.Page != tc.id {
+				t.Fatalf("ReadPages(%d, %d): %v does not name the page", tc.id, tc.n, err)
+			}
+		}
+		if _, err := p.ReadPages(0, 0); err == nil || errors.Is(err, rerrors.ErrCorrupt) {
+			t.Fatalf("ReadPages of 0 pages: %v, want a non-corruption error", err)
+		}
+		got, err := p.ReadPages(1, 2)
+		if err != nil || !bytes.Equal(got, pageBytes(1, 2, 0)) {
+			t.Fatalf("ReadPages(1, 2): %v", err)
+		}
+		if st := p.Stats(); st.PagesRead != 2 {
+			t.Fatalf("PagesRead = %d, want 2", st.PagesRead)
+		}
+	})
+}
+
+func TestReadPagesIsCountedIO(t *testing.T) {
+	c := vfs.NewCounting(vfs.NewMem())
+	f := openFile(t, c, "db")
+	p := mustOpen(t, f, smallMaps)
+	if err := p.WriteRuns([]Run{{0, pageBytes(0, 4, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Reset()
+	if _, err := p.ReadPages(1, 3); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Snapshot(); got.ReadCalls != 1 || got.ReadBytes != 3*ps {
+		t.Fatalf("ReadPages did %+v, want one ReadAt of 3 pages", got)
+	}
+}
+
+func TestReadPagesIOErrorIsNotCorruption(t *testing.T) {
+	faulty := vfs.NewFaulty(vfs.NewMem())
+	p := mustOpen(t, openFile(t, faulty, "db"), smallMaps)
+	if err := p.WriteRuns([]Run{{0, make([]byte, ps)}}); err != nil {
+		t.Fatal(err)
+	}
+	faulty.Arm(vfs.Fault{Op: vfs.OpRead})
+	_, err := p.ReadPages(0, 1)
+	if !errors.Is(err, syscall.EIO) || errors.Is(err, rerrors.ErrCorrupt) {
+		t.Fatalf("ReadPages: %v, want EIO and not ErrCorrupt", err)
+	}
+}
+
+// TestRemapWhileViewHeld maps, holds a view, forces a re-map, and checks the
+// old view still reads its pages, the new one sees new pages, and the old
+// mapping is unmapped only when its view is released.
+func TestRemapWhileViewHeld(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		var c *vfs.CountingFS
+		f := b.open(t, func(fs vfs.FS) vfs.FS { c = vfs.NewCounting(fs); return c })
+		p := mustOpen(t, f, smallMaps)
+
+		if err := p.EnsureMapped(4); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.WriteRuns([]Run{{0, pageBytes(0, 4, 0)}}); err != nil {
+			t.Fatal(err)
+		}
+		old := p.Acquire()
+		if !bytes.Equal(old.Bytes()[:4*ps], pageBytes(0, 4, 0)) {
+			t.Fatal("first view does not show the pages written")
+		}
+		oldLen := len(old.Bytes())
+
+		// Far past the first mapping (16 pages): forces a new one.
+		const hwm = 200
+		if err := p.EnsureMapped(hwm); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.WriteRuns([]Run{{150, pageBytes(150, 50, 0)}}); err != nil {
+			t.Fatal(err)
+		}
+		if st := p.Stats(); st.Remaps != 2 {
+			t.Fatalf("Remaps = %d, want 2", st.Remaps)
+		}
+		cur := p.Acquire()
+		if len(cur.Bytes()) < hwm*ps {
+			t.Fatalf("new view is %d bytes, want at least %d", len(cur.Bytes()), hwm*ps)
+		}
+		if !bytes.Equal(cur.Bytes()[150*ps:hwm*ps], pageBytes(150, 50, 0)) {
+			t.Fatal("new view does not show pages written after the re-map")
+		}
+		if !bytes.Equal(cur.Bytes()[:4*ps], pageBytes(0, 4, 0)) {
+			t.Fatal("new view lost old pages")
+		}
+		// The old view is still mapped and unchanged.
+		if len(old.Bytes()) != oldLen || !bytes.Equal(old.Bytes()[:4*ps], pageBytes(0, 4, 0)) {
+			t.Fatal("old view changed after the re-map")
+		}
+		if got := c.Snapshot(); got.MapCalls != 2 || got.UnmapCalls != 0 {
+			t.Fatalf("before release: %d maps, %d unmaps; want 2, 0", got.MapCalls, got.UnmapCalls)
+		}
+		old.Release()
+		if got := c.Snapshot().UnmapCalls; got != 1 {
+			t.Fatalf("releasing the last view of the old mapping unmapped %d mappings, want 1", got)
+		}
+		cur.Release()
+		if got := c.Snapshot().UnmapCalls; got != 1 {
+			t.Fatal("releasing a view of the current mapping unmapped it")
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Snapshot().UnmapCalls; got != 2 {
+			t.Fatalf("after Close %d unmaps, want 2", got)
+		}
+	})
+}
+
+func TestEnsureMappedGrowsFile(t *testing.T) {
+	c := vfs.NewCounting(vfs.NewMem())
+	f := openFile(t, c, "db")
+	p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 16 * ps, GrowSize: 16 * ps, MaxSize: 100 * ps})
+	size := func() int64 {
+		s, err := f.Size()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if err := p.EnsureMapped(1); err != nil {
+		t.Fatal(err)
+	}
+	if got := size(); got != 16*ps {
+		t.Fatalf("size %d pages, want a GrowSize step of 16", got/ps)
+	}
+	// Within the grown size: no truncate.
+	if err := p.EnsureMapped(16); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Snapshot().TruncateCalls; got != 1 {
+		t.Fatalf("%d truncates, want 1", got)
+	}
+	if err := p.EnsureMapped(17); err != nil {
+		t.Fatal(err)
+	}
+	if got := size(); got != 32*ps {
+		t.Fatalf("size %d pages, want 32", got/ps)
+	}
+	// A need beyond one step is met exactly ...
+	if err := p.EnsureMapped(95); err != nil {
+		t.Fatal(err)
+	}
+	if got := size(); got != 95*ps {
+		t.Fatalf("size %d pages, want 95", got/ps)
+	}
+	// ... and a step is cut short at MaxSize ...
+	if err := p.EnsureMapped(96); err != nil {
+		t.Fatal(err)
+	}
+	if got := size(); got != 100*ps {
+		t.Fatalf("size %d pages, want the MaxSize of 100", got/ps)
+	}
+	// ... and asking for more fails without changing the file.
+	if err := p.EnsureMapped(101); !errors.Is(err, rerrors.ErrMaxSizeReached) {
+		t.Fatalf("EnsureMapped past MaxSize: %v", err)
+	}
+	if err := p.WriteRuns([]Run{{100, make([]byte, ps)}}); !errors.Is(err, rerrors.ErrMaxSizeReached) {
+		t.Fatalf("WriteRuns past MaxSize: %v", err)
+	}
+	if got := size(); got != 100*ps {
+		t.Fatalf("size %d pages after refused growth", got/ps)
+	}
+	v := p.Acquire()
+	defer v.Release()
+	if len(v.Bytes()) != 100*ps {
+		t.Fatalf("view covers %d pages, want the whole file (100)", len(v.Bytes())/ps)
+	}
+}
+
+func TestGrowByFraction(t *testing.T) {
+	f := openFile(t, vfs.NewMem(), "db")
+	if err := f.Truncate(1024 * ps); err != nil {
+		t.Fatal(err)
+	}
+	p := mustOpen(t, f, Options{PageSize: ps, GrowSize: ps})
+	if err := p.Grow(1025); err != nil {
+		t.Fatal(err)
+	}
+	// 1/8 of 1024 pages beats the 1-page GrowSize.
+	if s, _ := f.Size(); s != (1024+128)*ps {
+		t.Fatalf("size %d pages, want 1152", s/ps)
+	}
+	if err := p.Grow(10); err != nil { // never shrinks
+		t.Fatal(err)
+	}
+	if s, _ := f.Size(); s != (1024+128)*ps {
+		t.Fatalf("Grow to a smaller size changed the file to %d pages", s/ps)
+	}
+	if err := p.Grow(math.MaxUint64); err == nil {
+		t.Fatal("Grow to an impossible size succeeded")
+	}
+}
+
+func TestReadOnly(t *testing.T) {
+	c := vfs.NewCounting(vfs.NewMem())
+	f := openFile(t, c, "db")
+	if _, err := f.WriteAt(pageBytes(0, 5, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	c.Reset()
+	p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 16 * ps, ReadOnly: true})
+	// The meta says 10 pages but the file holds 5: the view stops at the
+	// file's end, never past it.
+	if err := p.EnsureMapped(10); err != nil {
+		t.Fatal(err)
+	}
+	v := p.Acquire()
+	defer v.Release()
+	if len(v.Bytes()) != 5*ps || !bytes.Equal(v.Bytes(), pageBytes(0, 5, 0)) {
+		t.Fatalf("read-only view covers %d bytes", len(v.Bytes()))
+	}
+	for name, err := range map[string]error{
+		"WriteRuns": p.WriteRuns([]Run{{0, make([]byte, ps)}}),
+		"Grow":      p.Grow(20),
+		"Sync":      p.Sync(vfs.SyncData),
+	} {
+		if !errors.Is(err, rerrors.ErrDatabaseReadOnly) {
+			t.Errorf("%s on a read-only pager: %v", name, err)
+		}
+	}
+	if got := c.Snapshot(); got.WriteCalls != 0 || got.TruncateCalls != 0 || got.SyncCalls() != 0 {
+		t.Fatalf("read-only pager changed the file: %+v", got)
+	}
+}
+
+// TestViewNeverPastEOF checks the invariant that guards against SIGBUS: a
+// view of a writable pager covers only pages the file holds.
+func TestViewNeverPastEOF(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := b.open(t, identity)
+		p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 1 << 20, GrowSize: 3 * ps})
+		for _, hwm := range []uint64{0, 1, 3, 4, 10, 100, 300} {
+			if err := p.EnsureMapped(hwm); err != nil {
+				t.Fatal(err)
+			}
+			v := p.Acquire()
+			size, err := f.Size()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := int64(len(v.Bytes())); n > size || n < int64(hwm)*ps || n%ps != 0 {
+				t.Fatalf("hwm %d: view of %d bytes, file of %d", hwm, n, size)
+			}
+			// Touch the last byte: on the OS backend a page past the end
+			// would fault here.
+			if n := len(v.Bytes()); n > 0 {
+				_ = v.Bytes()[n-1]
+			}
+			v.Release()
+		}
+	})
+}
+
+// shortMapFS wraps an FS so mappings stop at the file's end, the way Windows
+// maps, to exercise the pager's handling of views shorter than requested.
+type shortMapFS struct{ vfs.FS }
+
+func (s shortMapFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := s.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return shortMapFile{f}, nil
+}
+
+type shortMapFile struct{ vfs.File }
+
+func (f shortMapFile) Map(length int64) (vfs.Mapping, error) {
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	return f.File.Map(min(length, size))
+}
+
+func TestShortMappings(t *testing.T) {
+	f := openFile(t, shortMapFS{vfs.NewMem()}, "db")
+	p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 1 << 20, GrowSize: 4 * ps})
+	for hwm := uint64(1); hwm <= 40; hwm++ {
+		if err := p.EnsureMapped(hwm); err != nil {
+			t.Fatalf("hwm %d: %v", hwm, err)
+		}
+		if err := p.WriteRuns([]Run{{hwm - 1, pageBytes(hwm-1, 1, 7)}}); err != nil {
+			t.Fatal(err)
+		}
+		v := p.Acquire()
+		if len(v.Bytes()) < int(hwm)*ps || !bytes.Equal(v.Bytes()[:hwm*ps], pageBytes(0, int(hwm), 7)) {
+			t.Fatalf("hwm %d: view of %d bytes misses pages", hwm, len(v.Bytes()))
+		}
+		v.Release()
+	}
+	// The file grew 4 pages at a time, and each growth needed a new mapping.
+	if got := p.Stats().Remaps; got != 10 {
+		t.Fatalf("Remaps = %d, want 10", got)
+	}
+}
+
+// failBigMapFS refuses mappings longer than limit, like a small address
+// space, to check that the pager falls back to mapping only what it needs.
+type failBigMapFS struct {
+	vfs.FS
+	limit int64
+}
+
+func (s failBigMapFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := s.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return failBigMapFile{f, s.limit}, nil
+}
+
+type failBigMapFile struct {
+	vfs.File
+	limit int64
+}
+
+func (f failBigMapFile) Map(length int64) (vfs.Mapping, error) {
+	if length > f.limit {
+		return nil, syscall.ENOMEM
+	}
+	return f.File.Map(length)
+}
+
+func TestMapFallsBackToTightLength(t *testing.T) {
+	f := openFile(t, failBigMapFS{vfs.NewMem(), 64 * ps}, "db")
+	p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 1 << 30, GrowSize: ps})
+	if err := p.EnsureMapped(40); err != nil {
+		t.Fatalf("EnsureMapped with a tight address space: %v", err)
+	}
+	v := p.Acquire()
+	if len(v.Bytes()) < 40*ps {
+		t.Fatalf("view of %d pages", len(v.Bytes())/ps)
+	}
+	v.Release()
+	if err := p.EnsureMapped(100); !errors.Is(err, syscall.ENOMEM) {
+		t.Fatalf("EnsureMapped beyond the address space: %v, want ENOMEM", err)
+	}
+}
+
+func TestClose(t *testing.T) {
+	c := vfs.NewCounting(vfs.NewMem())
+	f := openFile(t, c, "db")
+	p, err := Open(f, smallMaps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.EnsureMapped(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WriteRuns([]Run{{0, pageBytes(0, 2, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	held := p.Acquire()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A view taken before Close stays readable until released.
+	if c.Snapshot().UnmapCalls != 0 || !bytes.Equal(held.Bytes()[:2*ps], pageBytes(0, 2, 0)) {
+		t.Fatal("Close unmapped a mapping a view still holds")
+	}
+	held.Release()
+	if got := c.Snapshot().UnmapCalls; got != 1 {
+		t.Fatalf("%d unmaps after the last release, want 1", got)
+	}
+	held.Release() // an extra release must not unmap twice or panic
+	if got := c.Snapshot().UnmapCalls; got != 1 {
+		t.Fatalf("%d unmaps after a double release", got)
+	}
+
+	if v := p.Acquire(); v.Bytes() != nil {
+		t.Fatal("Acquire after Close returned bytes")
+	} else {
+		v.Release()
+	}
+	for name, err := range map[string]error{
+		"EnsureMapped": p.EnsureMapped(1),
+		"Grow":         p.Grow(1),
+		"WriteRuns":    p.WriteRuns([]Run{{0, make([]byte, ps)}}),
+		"Sync":         p.Sync(vfs.SyncData),
+	} {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
+	}
+	if _, err := p.ReadPages(0, 1); !errors.Is(err, ErrClosed) {
+		t.Errorf("ReadPages after Close: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if st := p.Stats(); st.PagesWritten != 2 {
+		t.Fatalf("Stats after Close: %+v", st)
+	}
+	// The pager does not own the file.
+	if _, err := f.WriteAt([]byte("x"), 0); err != nil {
+		t.Fatalf("file unusable after pager Close: %v", err)
+	}
+	var nilView *View
+	if nilView.Bytes() != nil {
+		t.Fatal("nil View has bytes")
+	}
+	nilView.Release()
+}
+
+// TestConcurrentReadersAndRemaps runs readers that Acquire, verify published
+// pages and Release, against a writer that keeps writing new pages and
+// growing the map. Under -race this checks the mapping bookkeeping; at the
+// end every mapping must have been unmapped exactly once.
+func TestConcurrentReadersAndRemaps(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		var c *vfs.CountingFS
+		f := b.open(t, func(fs vfs.FS) vfs.FS { c = vfs.NewCounting(fs); return c })
+		p, err := Open(f, Options{PageSize: ps, InitialMmapSize: 8 * ps, GrowSize: 4 * ps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// published is the number of pages readers may read. Invariant:
+		// pages below it were written before it was stored, and are never
+		// written again (copy-on-write).
+		var published atomic.Uint64
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for r := 0; r < 6; r++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; !stop.Load(); i++ {
+					// Load before Acquire: the view installed when hwm
+					// pages were published covers them.
+					hwm := published.Load()
+					v := p.Acquire()
+					bs := v.Bytes()
+					if uint64(len(bs)) < hwm*ps {
+						errs <- fmt.Errorf("view of %d pages, %d published", len(bs)/ps, hwm)
+						v.Release()
+						return
+					}
+					if hwm > 0 {
+						id := uint64(i) % hwm
+						if got := binary.LittleEndian.Uint64(bs[id*ps:]); got != id {
+							errs <- fmt.Errorf("page %d holds id %d", id, got)
+							v.Release()
+							return
+						}
+						if bs[id*ps+ps-1] != byte(id)^3 {
+							errs <- fmt.Errorf("page %d has wrong fill", id)
+							v.Release()
+							return
+						}
+					}
+					v.Release()
+				}
+			}()
+		}
+		const total = 600
+		for hwm := uint64(0); hwm < total; {
+			n := 1 + hwm%5
+			if err := p.EnsureMapped(hwm + n); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.WriteRuns([]Run{{hwm, pageBytes(hwm, int(n), 3)}}); err != nil {
+				t.Fatal(err)
+			}
+			hwm += n
+			published.Store(hwm)
+		}
+		stop.Store(true)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		got := c.Snapshot()
+		if got.MapCalls != got.UnmapCalls || got.MapCalls != p.Stats().Remaps {
+			t.Fatalf("%d maps, %d unmaps, %d remaps: every mapping must be unmapped once", got.MapCalls, got.UnmapCalls, p.Stats().Remaps)
+		}
+		if got.MapCalls < 3 {
+			t.Fatalf("only %d mappings: the test did not exercise re-mapping", got.MapCalls)
+		}
+	})
+}
+
+// errUnmapFS wraps an FS so that closing a mapping fails.
+type errUnmapFS struct{ vfs.FS }
+
+func (s errUnmapFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := s.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return errUnmapFile{f}, nil
+}
+
+type errUnmapFile struct{ vfs.File }
+
+func (f errUnmapFile) Map(length int64) (vfs.Mapping, error) {
+	m, err := f.File.Map(length)
+	if err != nil {
+		return nil, err
+	}
+	return errUnmapMapping{m}, nil
+}
+
+type errUnmapMapping struct{ vfs.Mapping }
+
+func (m errUnmapMapping) Close() error {
+	m.Mapping.Close()
+	return syscall.EINVAL
+}
+
+func TestCloseReportsUnmapError(t *testing.T) {
+	f := openFile(t, errUnmapFS{vfs.NewMem()}, "db")
+	p, err := Open(f, smallMaps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.EnsureMapped(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.EnsureMapped(100); err != nil { // retires the first mapping
+		t.Fatal(err)
+	}
+	if err := p.Close(); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("Close: %v, want the unmap error", err)
+	}
+}
+
+// TestDefaultReserveOnOS checks the production defaults on a real file: the
+// address-space reserve absorbs growth without re-mapping, and the file
+// grows by DefaultGrowSize steps, or straight to what is needed.
+func TestDefaultReserveOnOS(t *testing.T) {
+	if !is64Bit {
+		t.Skip("the 1 GiB default applies to 64-bit platforms")
+	}
+	f := openFile(t, vfs.OS(), filepath.Join(t.TempDir(), "db"))
+	p := mustOpen(t, f, Options{PageSize: ps})
+	for _, hwm := range []uint64{1, 100, 5000, 20000} {
+		if err := p.EnsureMapped(hwm); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.WriteRuns([]Run{{hwm - 1, pageBytes(hwm-1, 1, 0)}}); err != nil {
+			t.Fatal(err)
+		}
+		v := p.Acquire()
+		if !bytes.Equal(v.Bytes()[(hwm-1)*ps:hwm*ps], pageBytes(hwm-1, 1, 0)) {
+			t.Fatalf("hwm %d: page not visible", hwm)
+		}
+		v.Release()
+	}
+	if got := p.Stats().Remaps; got != 1 {
+		t.Fatalf("Remaps = %d, want 1 (the 1 GiB reserve covers 80 MiB)", got)
+	}
+	// 1 page -> one 16 MiB step; 5000 pages -> another step (32 MiB); 20000
+	// pages is more than a step away, so the file grows to exactly that.
+	if size, _ := f.Size(); size != 20000*ps {
+		t.Fatalf("file size %d, want %d", size, 20000*ps)
+	}
+}

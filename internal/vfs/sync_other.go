@@ -1,0 +1,9 @@
+//go:build !linux && !darwin && !windows
+
+package vfs
+
+import "os"
+
+// syncFile uses fsync (os.File.Sync) for both kinds on the remaining
+// platforms; none of them has a cheaper primitive rivet could rely on.
+func syncFile(f *os.File, kind SyncKind) error { return f.Sync() }
