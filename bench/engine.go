@@ -214,10 +214,6 @@ func LookupEngine(name string) (Engine, error) {
 			return e, nil
 		}
 	}
-	if strings.EqualFold(name, RivetEngine) {
-		return nil, fmt.Errorf("engine %q is not in this build (its adapter is compiled only with -tags rivetlib); available: %s",
-			name, strings.Join(EngineNames(), ", "))
-	}
 	return nil, fmt.Errorf("unknown engine %q; available: %s", name, strings.Join(EngineNames(), ", "))
 }
 

@@ -1,5 +1,3 @@
-//go:build rivetlib
-
 package bench
 
 import (
