@@ -103,7 +103,11 @@ type Progress interface {
 // a bar fits its output (not when stdout is a pipe, for instance).
 type ProgressFunc func(label string, total int64) Progress
 
+// nopProgress is the Progress used when nobody listens.
 type nopProgress struct{}
 
+// Add implements Progress.
 func (nopProgress) Add(int64) {}
-func (nopProgress) Done()     {}
+
+// Done implements Progress.
+func (nopProgress) Done() {}

@@ -171,5 +171,9 @@ func progressBars(w io.Writer) bench.ProgressFunc {
 // phaseBar adapts a progress bar to bench.Progress.
 type phaseBar struct{ bar *progressbar.ProgressBar }
 
+// Add implements bench.Progress. A bar that cannot draw is not worth
+// failing a benchmark for, so its errors are dropped.
 func (p phaseBar) Add(n int64) { _ = p.bar.Add64(n) }
-func (p phaseBar) Done()       { _ = p.bar.Finish() }
+
+// Done implements bench.Progress; the bar fills and is erased.
+func (p phaseBar) Done() { _ = p.bar.Finish() }
