@@ -1,0 +1,659 @@
+package spacemap
+
+import (
+	"errors"
+	"flag"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/page"
+)
+
+var (
+	seedFlag   = flag.Uint64("seed", 0, "seed for TestModel (0: $RIVET_SEED, else the clock)")
+	roundsFlag = flag.Int("rounds", 0, "transactions in TestModel (0: default)")
+)
+
+// Page states of the model.
+const (
+	pgLive     uint8 = iota // owned by a live run
+	pgReserved              // a meta or a map slot
+	pgAlloc                 // free and allocatable
+	pgPending               // free, waiting for Release (pendTx says since when)
+	pgTxFreed               // live, freed by the open transaction
+)
+
+// model is the obvious implementation the Map is checked against: one state
+// byte per page below the HWM, and the set of live runs.
+type model struct {
+	r      uint64
+	ps     int
+	hwm    uint64
+	st     []uint8
+	pendTx []uint64
+	live   map[page.ID]uint64
+	// ids lists the keys of live in an order that depends only on the
+	// operations (map iteration order would make a seed irreproducible);
+	// pos indexes it.
+	ids []page.ID
+	pos map[page.ID]int
+	// n counts the pages in each state; every state change goes through
+	// set so it stays exact (compareBits recounts).
+	n [5]uint64
+}
+
+func (md *model) set(p uint64, s uint8) {
+	md.n[md.st[p]]--
+	md.st[p] = s
+	md.n[s]++
+}
+
+func newModel(ps int) *model {
+	md := &model{r: page.RegionPages(ps), ps: ps, live: make(map[page.ID]uint64), pos: make(map[page.ID]int)}
+	md.grow(page.RegionFirstData(ps, 0))
+	for p := range md.st {
+		md.set(uint64(p), pgReserved)
+	}
+	return md
+}
+
+func (md *model) clone() *model {
+	c := *md
+	c.st = slices.Clone(md.st)
+	c.pendTx = slices.Clone(md.pendTx)
+	c.live = make(map[page.ID]uint64, len(md.live))
+	for k, v := range md.live {
+		c.live[k] = v
+	}
+	c.ids = slices.Clone(md.ids)
+	c.pos = make(map[page.ID]int, len(md.pos))
+	for k, v := range md.pos {
+		c.pos[k] = v
+	}
+	return &c
+}
+
+// grow extends the page arrays to end (new pages start live).
+func (md *model) grow(end uint64) {
+	for uint64(len(md.st)) < end {
+		md.st = append(md.st, pgLive)
+		md.n[pgLive]++
+		md.pendTx = append(md.pendTx, 0)
+	}
+	md.hwm = end
+}
+
+func (md *model) isFree(p uint64) bool { return md.st[p] == pgAlloc || md.st[p] == pgPending }
+
+// counts returns how many pages are in each state.
+func (md *model) counts() [5]uint64 { return md.n }
+
+// recount counts the states the slow way, to check n.
+func (md *model) recount() (c [5]uint64) {
+	for _, s := range md.st {
+		c[s]++
+	}
+	return c
+}
+
+// allocate is the specification of Allocate: address-ordered first fit
+// inside one region, else at the HWM (skipping into the next region when
+// the run does not fit in the last one). ok is false when MaxPages stops it.
+func (md *model) allocate(n, maxPages uint64) (id page.ID, ok bool) {
+	for r := uint64(0); r*md.r < md.hwm; r++ {
+		lo, hi := page.RegionFirstData(md.ps, r), min((r+1)*md.r, md.hwm)
+		var run uint64
+		for p := lo; p < hi; p++ {
+			if md.st[p] != pgAlloc {
+				run = 0
+				continue
+			}
+			if run++; run == n {
+				s := p + 1 - n
+				for q := s; q <= p; q++ {
+					md.set(q, pgLive)
+				}
+				md.addLive(s, n)
+				return s, true
+			}
+		}
+	}
+	start, r := md.hwm, md.hwm/md.r
+	pad := false
+	if md.hwm%md.r == 0 {
+		start = page.RegionFirstData(md.ps, r)
+	} else if md.hwm+n > (r+1)*md.r {
+		pad = true
+		start = page.RegionFirstData(md.ps, r+1)
+	}
+	if maxPages != 0 && start+n > maxPages {
+		return 0, false
+	}
+	old := md.hwm
+	md.grow(start + n)
+	for p := old; p < start; p++ {
+		switch {
+		case pad && p < (r+1)*md.r:
+			md.set(p, pgAlloc)
+		default:
+			md.set(p, pgReserved)
+		}
+	}
+	md.addLive(start, n)
+	return start, true
+}
+
+func (md *model) addLive(id page.ID, n uint64) {
+	md.live[id] = n
+	md.pos[id] = len(md.ids)
+	md.ids = append(md.ids, id)
+}
+
+func (md *model) free(id page.ID) {
+	n := md.live[id]
+	delete(md.live, id)
+	i, last := md.pos[id], md.ids[len(md.ids)-1]
+	md.ids[i], md.pos[last] = last, i
+	md.ids = md.ids[:len(md.ids)-1]
+	delete(md.pos, id)
+	for p := id; p < id+n; p++ {
+		md.set(p, pgTxFreed)
+	}
+}
+
+func (md *model) commit(txid uint64) {
+	for p, s := range md.st {
+		if s == pgTxFreed {
+			md.set(uint64(p), pgPending)
+			md.pendTx[p] = txid
+		}
+	}
+}
+
+func (md *model) release(limit uint64) {
+	for p, s := range md.st {
+		if s == pgPending && md.pendTx[p] <= limit {
+			md.set(uint64(p), pgAlloc)
+		}
+	}
+}
+
+// afterCrash is the state a fresh process sees: no readers, everything
+// free is allocatable.
+func (md *model) afterCrash() *model {
+	c := md.clone()
+	c.release(math.MaxUint64)
+	return c
+}
+
+// regionFree returns the model's free set of region r as map words.
+func (md *model) regionFree(r uint64) []uint64 {
+	w := make([]uint64, md.r/64)
+	for i := uint64(0); i < md.r; i++ {
+		if p := r*md.r + i; p < md.hwm && md.isFree(p) {
+			w[i/64] |= 1 << (i % 64)
+		}
+	}
+	return w
+}
+
+// harness drives a Map and the model through random transactions, sync
+// points, failed sync points and reopens.
+type harness struct {
+	t        *testing.T
+	rng      *rand.Rand
+	d        *fakeDisk
+	m        *Map
+	md       *model
+	maxPages uint64
+	// The durable state: the last meta that reached the disk, and the model
+	// as of that sync point.
+	meta      metaState
+	metaModel *model
+	lastTxid  uint64
+	steady    uint64
+	stats     struct{ allocs, maxed, frees, badFrees, commits, rollbacks, syncs, failedSyncs, reopens, loads uint64 }
+}
+
+func modelSeed() uint64 {
+	if *seedFlag != 0 {
+		return *seedFlag
+	}
+	if s := os.Getenv("RIVET_SEED"); s != "" {
+		if v, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return v
+		}
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+func TestModel(t *testing.T) {
+	seed := modelSeed()
+	t.Logf("seed %d (rerun with -seed=%d or RIVET_SEED=%d)", seed, seed, seed)
+	rounds := 1500
+	if testing.Short() || raceEnabled {
+		rounds = 400
+	}
+	if *roundsFlag > 0 {
+		rounds = *roundsFlag
+	}
+	h := &harness{
+		t:        t,
+		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		d:        newFakeDisk(tps),
+		maxPages: 4*tR + tR/2,
+	}
+	h.md = newModel(tps)
+	h.metaModel = h.md.clone()
+	h.reopen()
+	for i := 0; i < rounds; i++ {
+		h.round()
+	}
+	h.stats.loads += h.m.Stats().RegionLoads
+	t.Logf("%+v", h.stats)
+	if h.stats.syncs == 0 || h.stats.reopens == 0 || h.stats.maxed == 0 || h.stats.badFrees == 0 {
+		t.Fatalf("the run missed a path: %+v", h.stats)
+	}
+}
+
+func (h *harness) fatalf(format string, args ...any) {
+	h.t.Helper()
+	h.t.Fatalf(format, args...)
+}
+
+// size draws a run length: mostly small nodes, sometimes blob extents up to
+// a whole region.
+func (h *harness) size() uint64 {
+	switch p := h.rng.IntN(100); {
+	case p < 60:
+		return 1 + h.rng.Uint64N(3)
+	case p < 85:
+		return 4 + h.rng.Uint64N(60)
+	case p < 97:
+		return 64 + h.rng.Uint64N(1000)
+	default:
+		return 1000 + h.rng.Uint64N(MaxRunPages(tps)-999)
+	}
+}
+
+// oldestReader draws the oldest open read snapshot: none, or one at or
+// below the steady state (readers only see synced states).
+func (h *harness) oldestReader() uint64 {
+	if h.rng.IntN(2) == 0 {
+		return math.MaxUint64
+	}
+	return h.steady - min(h.steady, h.rng.Uint64N(4))
+}
+
+func (h *harness) round() {
+	txid := h.lastTxid + 1
+	h.m.Begin(txid)
+	snap := h.md.clone()
+	// Releases inside the transaction concern earlier commits and survive
+	// a rollback; they are monotone, so replaying the largest one on the
+	// snapshot reproduces them.
+	released, didRelease := uint64(0), false
+	ops := 1 + h.rng.IntN(12)
+	for i := 0; i < ops; i++ {
+		livePages := h.md.counts()[pgLive]
+		allocP := 50
+		if livePages > h.maxPages*6/10 {
+			allocP = 30
+		}
+		switch p := h.rng.IntN(100); {
+		case p < allocP:
+			h.allocate(h.size())
+		case p < 88:
+			h.freeLive()
+		case p < 96:
+			h.badFree()
+		default:
+			limit := min(h.steady, h.oldestReader())
+			h.m.Release(h.steady, limit)
+			h.md.release(limit)
+			released, didRelease = max(released, limit), true
+		}
+		h.compareCounts()
+	}
+	if h.rng.IntN(100) < 5 {
+		h.compareBits() // mid-transaction
+	}
+	if h.rng.IntN(100) < 80 {
+		h.m.Commit()
+		h.md.commit(txid)
+		h.lastTxid = txid
+		h.stats.commits++
+	} else {
+		h.m.Rollback()
+		h.md = snap
+		if didRelease {
+			h.md.release(released)
+		}
+		h.stats.rollbacks++
+	}
+	h.compareCounts()
+	h.compareBits()
+
+	if h.rng.IntN(100) < 60 {
+		limit := min(h.steady, h.oldestReader())
+		h.m.Release(h.steady, limit)
+		h.md.release(limit)
+		h.compareCounts()
+	}
+	if h.lastTxid > h.steady && h.rng.IntN(100) < 50 {
+		h.sync(h.rng.IntN(100) < 10)
+	}
+	if h.rng.IntN(100) < 4 {
+		h.reopen()
+	}
+	if h.rng.IntN(100) < 4 {
+		h.compareForEachFree()
+	}
+}
+
+func (h *harness) allocate(n uint64) {
+	h.t.Helper()
+	oldHWM := h.md.hwm
+	before := h.md.clone()
+	want, ok := h.md.allocate(n, h.maxPages)
+	got, err := h.m.Allocate(n)
+	if !ok {
+		if !errors.Is(err, rerrors.ErrMaxSizeReached) {
+			h.fatalf("Allocate(%d) = %d, %v; want ErrMaxSizeReached (HWM %d)", n, got, err, oldHWM)
+		}
+		h.stats.maxed++
+		return
+	}
+	if err != nil || got != want {
+		h.fatalf("Allocate(%d) = %d, %v; want %d (HWM %d)", n, got, err, want, oldHWM)
+	}
+	// Stated separately from the first-fit comparison: the run was
+	// allocatable or fresh, never live, pending or a map slot, and it stays
+	// inside one region's data pages.
+	for p := got; p < got+n; p++ {
+		if p < oldHWM && before.st[p] != pgAlloc {
+			h.fatalf("Allocate(%d) = %d: page %d was in state %d", n, got, p, before.st[p])
+		}
+	}
+	if got/tR != (got+n-1)/tR || got < page.RegionFirstData(tps, got/tR) {
+		h.fatalf("Allocate(%d) = %d crosses a region or covers map slots", n, got)
+	}
+	h.stats.allocs++
+}
+
+// pickLive returns a random live run.
+func (h *harness) pickLive() (page.ID, bool) {
+	if len(h.md.ids) == 0 {
+		return 0, false
+	}
+	return h.md.ids[h.rng.IntN(len(h.md.ids))], true
+}
+
+func (h *harness) freeLive() {
+	id, ok := h.pickLive()
+	if !ok {
+		return
+	}
+	n := h.md.live[id]
+	if err := h.m.Free(id, n); err != nil {
+		h.fatalf("Free(%d, %d) of a live run: %v", id, n, err)
+	}
+	h.md.free(id)
+	h.stats.frees++
+}
+
+// badFree tries a free the Map must reject: a run touching a free, pending
+// or already-freed page, a meta or map slot, or pages at the HWM. The Map
+// must report ErrCorrupt and change nothing (compareCounts/compareBits).
+func (h *harness) badFree() {
+	var id, n uint64
+	switch h.rng.IntN(4) {
+	case 0: // touches a free (allocatable or pending) or txn-freed page
+		found := false
+		for try := 0; try < 20 && !found; try++ {
+			p := h.rng.Uint64N(h.md.hwm)
+			if s := h.md.st[p]; s == pgAlloc || s == pgPending || s == pgTxFreed {
+				back := min(p, h.rng.Uint64N(3))
+				id, n, found = p-back, back+1+h.rng.Uint64N(3), true
+			}
+		}
+		if !found {
+			return
+		}
+	case 1: // a reserved page
+		r := h.rng.Uint64N(h.m.regionCount())
+		id, n = r*tR+h.rng.Uint64N(page.RegionFirstData(tps, r)-r*tR), 1
+	case 2: // at or past the HWM
+		id, n = h.md.hwm-min(h.md.hwm, h.rng.Uint64N(2)), 2+h.rng.Uint64N(5)
+		if id+n <= h.md.hwm {
+			return
+		}
+	case 3: // a run freed twice in this txn
+		var p uint64
+		found := false
+		for try := 0; try < 20 && !found; try++ {
+			p = h.rng.Uint64N(h.md.hwm)
+			found = h.md.st[p] == pgTxFreed
+		}
+		if !found {
+			return
+		}
+		id, n = p, 1
+	}
+	err := h.m.Free(id, n)
+	if !errors.Is(err, rerrors.ErrCorrupt) {
+		h.fatalf("bad Free(%d, %d): err = %v, want ErrCorrupt", id, n, err)
+	}
+	h.stats.badFrees++
+}
+
+// compareCounts checks the Map's invariants and its counters against the
+// model. Cheap enough for every step.
+func (h *harness) compareCounts() {
+	h.t.Helper()
+	if err := h.m.check(); err != nil {
+		h.fatalf("invariant: %v", err)
+	}
+	s := h.m.Stats()
+	if s.HWM != h.md.hwm {
+		h.fatalf("HWM %d, model %d", s.HWM, h.md.hwm)
+	}
+	c := h.md.counts()
+	if want := c[pgAlloc] + c[pgPending]; s.FreePages != want {
+		h.fatalf("FreePages %d, model %d", s.FreePages, want)
+	}
+	if want := c[pgPending]; s.PendingPages != want {
+		h.fatalf("PendingPages %d, model %d", s.PendingPages, want)
+	}
+}
+
+// compareBits checks every loaded region page by page against the model:
+// free = allocatable or pending, allocatable = allocatable, and the open
+// transaction's frees.
+func (h *harness) compareBits() {
+	h.t.Helper()
+	if c := h.md.recount(); c != h.md.n {
+		h.fatalf("model state counts %v, recount %v", h.md.n, c)
+	}
+	for r, reg := range h.m.regions {
+		for i := uint64(0); i < tR; i++ {
+			p := r*tR + i
+			wantFree, wantAlloc, wantTx := false, false, false
+			if p < h.md.hwm {
+				s := h.md.st[p]
+				wantFree, wantAlloc, wantTx = s == pgAlloc || s == pgPending, s == pgAlloc, s == pgTxFreed
+			}
+			gotTx := reg.txFreed != nil && bitAt(reg.txFreed, i)
+			if bitAt(reg.free, i) != wantFree || bitAt(reg.alloc, i) != wantAlloc || gotTx != wantTx {
+				h.fatalf("page %d: free %v alloc %v txfreed %v; model state %d", p, bitAt(reg.free, i), bitAt(reg.alloc, i), gotTx, h.md.st[p])
+			}
+		}
+	}
+}
+
+// compareForEachFree checks Check's view: every free run, pending included.
+func (h *harness) compareForEachFree() {
+	h.t.Helper()
+	var got []uint64
+	err := h.m.ForEachFree(func(id page.ID, n uint64) error {
+		if id/tR != (id+n-1)/tR {
+			h.fatalf("ForEachFree run %d+%d crosses a region", id, n)
+		}
+		for p := id; p < id+n; p++ {
+			got = append(got, p)
+		}
+		return nil
+	})
+	if err != nil {
+		h.fatalf("ForEachFree: %v", err)
+	}
+	var want []uint64
+	for p := uint64(0); p < h.md.hwm; p++ {
+		if h.md.isFree(p) {
+			want = append(want, p)
+		}
+	}
+	if !slices.Equal(got, want) {
+		h.fatalf("ForEachFree reports %d pages, model has %d free", len(got), len(want))
+	}
+	h.compareBits() // every region is loaded now
+}
+
+// sync runs a sync point. With fail set the flush fails after a random
+// subset of the map pages was written (some torn): the database latches,
+// and the harness reopens at the last durable meta.
+func (h *harness) sync(fail bool) {
+	h.t.Helper()
+	txid := h.lastTxid
+	img := h.m.PrepareSync(txid)
+	h.checkImage(img)
+	if fail {
+		for _, p := range img.Pages {
+			switch h.rng.IntN(3) {
+			case 0:
+				h.d.write(p)
+			case 1:
+				torn := slices.Clone(h.d.pages[p.ID])
+				if torn == nil {
+					torn = make([]byte, tps)
+				}
+				copy(torn[:512], p.Data)
+				h.d.write(MapPage{ID: p.ID, Data: torn})
+			}
+		}
+		h.stats.failedSyncs++
+		h.reopen()
+		return
+	}
+	h.d.apply(img)
+	h.m.SyncDone(img)
+	h.meta = metaOf(img)
+	h.metaModel = h.md.clone()
+	h.steady = txid
+	h.stats.syncs++
+	h.checkDurable()
+}
+
+// checkImage verifies a SyncImage against the model and the steady state.
+func (h *harness) checkImage(img SyncImage) {
+	h.t.Helper()
+	count := (h.md.hwm + tR - 1) / tR
+	if img.Txid != h.lastTxid || img.HWM != h.md.hwm || img.RegionCount != count || img.FreePages != h.md.counts()[pgAlloc]+h.md.counts()[pgPending] {
+		h.fatalf("image header %+v; model HWM %d", img, h.md.hwm)
+	}
+	if len(img.Selector) != int((count+7)/8) || len(img.Changed) != len(img.Selector) {
+		h.fatalf("selector %d bytes, changed %d, for %d regions", len(img.Selector), len(img.Changed), count)
+	}
+	pages := make(map[page.ID][]byte)
+	for i, p := range img.Pages {
+		if i > 0 && p.ID <= img.Pages[i-1].ID {
+			h.fatalf("image pages out of order")
+		}
+		pages[p.ID] = p.Data
+	}
+	metaCount := uint64(0)
+	if h.meta.hwm > 0 {
+		metaCount = (h.meta.hwm + tR - 1) / tR
+	}
+	for r := uint64(0); r < count; r++ {
+		old, changed, nb := selBit(h.meta.sel, r), selBit(img.Changed, r), selBit(img.Selector, r)
+		if nb != old^changed {
+			h.fatalf("region %d: selector %d, steady %d, changed %d", r, nb, old, changed)
+		}
+		want := h.md.regionFree(r)
+		differs := r >= metaCount || !slices.Equal(want, h.metaModel.regionFree(r))
+		if differs && changed == 0 {
+			h.fatalf("region %d changed since the last sync point but is not written", r)
+		}
+		if changed == 0 {
+			continue
+		}
+		slot := page.MapSlot(tps, r, nb)
+		data, ok := pages[slot]
+		if !ok {
+			h.fatalf("region %d changed but page %d (slot %d) not in the image", r, slot, nb)
+		}
+		delete(pages, slot)
+		txid, free, err := page.DecodeRegionMap(data, tps, slot)
+		if err != nil || txid != img.Txid || !slices.Equal(free, want) {
+			h.fatalf("region %d map: txid %d err %v, free %v want %v", r, txid, err, onesIn(free), onesIn(want))
+		}
+	}
+	if len(pages) != 0 {
+		h.fatalf("image has %d pages for unchanged regions", len(pages))
+	}
+	for r := uint64(0); r < uint64(img.FirstFreeRegion); r++ {
+		if popcount(h.md.regionFree(r)) != 0 {
+			h.fatalf("FirstFreeRegion %d but region %d has free pages", img.FirstFreeRegion, r)
+		}
+	}
+}
+
+// checkDurable reads, for every region, the map the durable selector names
+// and compares it with the model at the last sync point: this is exactly
+// what a reopen would load.
+func (h *harness) checkDurable() {
+	h.t.Helper()
+	count := (h.meta.hwm + tR - 1) / tR
+	for r := uint64(0); r < count; r++ {
+		slot := page.MapSlot(tps, r, selBit(h.meta.sel, r))
+		txid, free, err := page.DecodeRegionMap(h.d.pages[slot], tps, slot)
+		if err != nil || txid > h.meta.txid {
+			h.fatalf("durable map of region %d: txid %d, %v", r, txid, err)
+		}
+		if want := h.metaModel.regionFree(r); !slices.Equal(free, want) {
+			h.fatalf("durable map of region %d: free %v, model %v", r, onesIn(free), onesIn(want))
+		}
+	}
+}
+
+// reopen simulates a crash and restart at the last durable meta: a new Map
+// from the disk, the model of that sync point with everything allocatable.
+func (h *harness) reopen() {
+	h.t.Helper()
+	if h.m != nil {
+		h.stats.loads += h.m.Stats().RegionLoads
+	}
+	m, err := New(h.meta.config(tps, h.d, h.maxPages))
+	if err != nil {
+		h.fatalf("reopen: %v", err)
+	}
+	if m.Stats().RegionLoads != 0 {
+		h.fatalf("New loaded %d regions", m.Stats().RegionLoads)
+	}
+	h.m = m
+	h.md = h.metaModel.afterCrash()
+	h.lastTxid = h.meta.txid
+	h.steady = h.meta.txid
+	h.stats.reopens++
+	h.compareCounts()
+	if h.rng.IntN(2) == 0 {
+		h.compareForEachFree()
+	}
+}

@@ -1,0 +1,893 @@
+// Package spacemap keeps rivet's free-space maps and allocates pages
+// (docs/design.md §2.6 and §4).
+//
+// The file is cut into regions of R = page.RegionPages(pageSize) pages. Each
+// region's free set lives on disk as a map page in one of its two map slots;
+// the meta's selector bitmap names the current slot. The Map loads a region's
+// map lazily, the first time an allocation or a free needs it, and keeps two
+// bitmaps per loaded region:
+//
+//   - free: pages free in the newest committed state. This is what the next
+//     sync point writes.
+//   - allocatable: pages that may be handed out now.
+//
+// Invariant: allocatable ⊆ free, and a page is in at most one of {live,
+// pending, allocatable}: a page freed at txn N is set in free when N
+// commits but stays out of allocatable (pending) until N <= steady and every
+// reader's snapshot is >= N (Release).
+//
+// Invariant: the bits of map slots, metas and pages at or above the HWM are
+// clear in both bitmaps, so every run found in a bitmap lies inside one
+// region's data pages and below the HWM.
+//
+// A Map is not safe for concurrent use: it belongs to the writer, which holds
+// the write lock around every call. Misusing the transaction protocol
+// (Allocate outside Begin/Commit, PrepareSync inside a transaction, ...) is a
+// programming error and panics; bad bytes from disk never panic, they are
+// returned as errors matching errors.ErrCorrupt.
+package spacemap
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/page"
+)
+
+// Loader reads pages for the Map. The pager implements it with File.ReadAt,
+// so region loads are ordinary, countable I/O that does not depend on the
+// memory map covering the page.
+type Loader interface {
+	// ReadPages returns the n pages starting at id (n·pageSize bytes). The
+	// Map neither modifies nor keeps the returned slice.
+	ReadPages(id page.ID, n uint64) ([]byte, error)
+}
+
+// Config describes the committed state a Map starts from: the fields come
+// from the meta being opened.
+type Config struct {
+	// PageSize is the file's page size.
+	PageSize int
+	// HWM is the meta's high-water mark: pages [0, HWM) belong to the
+	// state. 0 means a fresh file with no state yet: the Map creates region
+	// 0 in memory and starts with HWM = page.RegionFirstData(PageSize, 0).
+	HWM uint64
+	// Txid is the meta's txid. No map written by a later sync point can be
+	// part of this state, so a loaded map with a larger txid is corrupt.
+	Txid uint64
+	// Selector is the meta's selector bitmap: bit r set means region r's
+	// current map is in slot B, clear means slot A. Its length must be
+	// ceil(regions/8) with the bits past the last region clear.
+	Selector []byte
+	// FirstFreeRegion is the meta's hint: regions below it have no free
+	// pages, so they are never loaded to search for space.
+	FirstFreeRegion uint32
+	// FreePages is the meta's free-page count, kept up to date as a
+	// statistic (Stats, SyncImage) and checked by ForEachFree.
+	FreePages uint64
+	// MaxPages bounds the HWM; 0 means unlimited. An allocation that would
+	// move the HWM past it fails with errors.ErrMaxSizeReached.
+	MaxPages uint64
+	// Loader reads region maps. It may be nil only when HWM is 0.
+	Loader Loader
+}
+
+// MapPage is one region map page to write: Data is a whole page for page ID.
+type MapPage struct {
+	// ID is the map slot to write.
+	ID page.ID
+	// Data is the encoded map page, exactly one page long.
+	Data []byte
+}
+
+// SyncImage is what a sync point writes for the free-space maps: the map
+// pages of every region whose free set changed since the last sync point,
+// and the meta fields that describe them.
+type SyncImage struct {
+	// Txid is the sync point's txid, stored in every page of Pages.
+	Txid uint64
+	// Pages holds one map page per dirty region, each for the slot the
+	// steady selector does not name (invariant 2: the steady map is never
+	// overwritten), in ascending page order.
+	Pages []MapPage
+	// HWM is the high-water mark of the state being synced.
+	HWM uint64
+	// RegionCount is ceil(HWM/R), the number of regions of that state.
+	RegionCount uint64
+	// Selector is the new selector: the steady one with the written regions
+	// flipped. Length ceil(RegionCount/8).
+	Selector []byte
+	// Changed has bit r set for every region written by this sync point.
+	// Same length as Selector.
+	Changed []byte
+	// FirstFreeRegion is the lowest region that may have free pages.
+	FirstFreeRegion uint32
+	// FreePages is the number of free pages in the state (pending included).
+	FreePages uint64
+
+	// gen is the Map's change generation when the image was taken; SyncDone
+	// leaves regions changed after it dirty.
+	gen uint64
+}
+
+// Stats describes the Map's current state.
+type Stats struct {
+	// HWM is the high-water mark including the current transaction.
+	HWM uint64
+	// Regions is ceil(HWM/R).
+	Regions uint64
+	// FreePages counts pages free in the newest state, pending ones
+	// included, in all regions (loaded or not).
+	FreePages uint64
+	// PendingPages counts committed frees not yet released.
+	PendingPages uint64
+	// AllocatablePages counts the pages that may be handed out now, among
+	// loaded regions.
+	AllocatablePages uint64
+	// LoadedRegions is the number of regions held in memory.
+	LoadedRegions int
+	// DirtyRegions is the number of regions the next sync point will write.
+	DirtyRegions int
+	// RegionLoads counts map pages read through the Loader.
+	RegionLoads uint64
+}
+
+// MaxRunPages returns the longest run Allocate accepts for a page size: the
+// data pages of region 0, the smallest region (it also holds the metas), so
+// that a run of that length fits into any fresh region.
+func MaxRunPages(pageSize int) uint64 {
+	return page.RegionPages(pageSize) - (page.RegionFirstData(pageSize, 0))
+}
+
+// maxRegions is the number of regions a meta can describe: its selector and
+// changed bitmaps share the page after the 128-byte fixed part
+// (docs/design.md §2.2, §7).
+func maxRegions(pageSize int) uint64 { return uint64(pageSize-128) * 4 }
+
+// run is a page run [id, id+n).
+type run struct {
+	id page.ID
+	n  uint64
+}
+
+// batch is the runs freed by one committed transaction.
+type batch struct {
+	txid  uint64
+	runs  []run
+	pages uint64
+}
+
+// region is a loaded (or created) region.
+//
+// Invariants: nfree == popcount(free), nalloc == popcount(alloc),
+// alloc ⊆ free, no set bit below reserved or at/above the HWM; no word below
+// allocHint has a set alloc bit; if noFit != 0, alloc holds no run of noFit
+// or more pages.
+type region struct {
+	idx    uint64
+	free   []uint64
+	alloc  []uint64
+	nfree  uint64
+	nalloc uint64
+	// allocHint is the lowest word that may have an allocatable bit.
+	allocHint int
+	// noFit caches a failed search: 0 = unknown. It is reset whenever a
+	// bit is added to alloc, and stays valid while bits are only removed.
+	noFit uint64
+	// dirty is set when free changed since the last completed sync point;
+	// dirtyGen is the Map's generation at the latest change.
+	dirty    bool
+	dirtyGen uint64
+	// txFreed holds the current transaction's frees in this region (nil
+	// until the region sees one); [txLo, txHi) bounds the set bits.
+	txFreed    []uint64
+	txLo, txHi uint64
+}
+
+// txState is the undo log of the open write transaction.
+type txState struct {
+	active     bool
+	txid       uint64
+	hwm        uint64 // HWM at Begin
+	freePages  uint64 // freePages at Begin
+	firstFree  uint64 // firstFree at Begin
+	allocs     []run  // allocations from free space, in order
+	freed      []*region
+	dirtied    []*region // regions that went from clean to dirty in this txn
+	freedPages uint64
+}
+
+// Map is the free-space map of one open file. See the package comment.
+type Map struct {
+	pageSize   int
+	rp         uint64 // R: pages per region
+	words      int    // words per region bitmap
+	maxRun     uint64
+	maxPages   uint64
+	maxRegions uint64
+	loader     Loader
+
+	// What the file held at open. Regions below diskRegions that are not
+	// loaded still have exactly these properties, because a region is only
+	// changed (and written) after it is loaded.
+	diskHWM     uint64
+	diskTxid    uint64
+	diskRegions uint64
+	diskHint    uint64
+
+	hwm     uint64
+	regions map[uint64]*region
+	dirty   map[uint64]*region
+	// steadySel is the selector of the last completed sync point. Regions
+	// past its length are treated as slot A (they have no map on disk).
+	steadySel []byte
+
+	// firstFree: every region below it is loaded with nfree == 0, or not
+	// loaded and below diskHint. allocHint: the same with nalloc == 0.
+	firstFree uint64
+	allocHint uint64
+
+	freePages    uint64
+	pendingPages uint64
+	// pending is ordered by ascending txid (commits happen in txid order).
+	pending []batch
+
+	gen   uint64
+	loads uint64
+	// syncing is set from PrepareSync to SyncDone. Invariant: at most one
+	// sync point is in flight, because a second image would be built on the
+	// same steady selector and could write the slots the first one just
+	// wrote before its meta is durable.
+	syncing bool
+	tx      txState
+}
+
+// corruptMeta reports a Config field (from the meta) that is inconsistent.
+func corruptMeta(format string, args ...any) error {
+	return fmt.Errorf("spacemap: meta: %s: %w", fmt.Sprintf(format, args...), rerrors.ErrCorrupt)
+}
+
+// New returns a Map for the state described by cfg. It validates cfg but
+// reads nothing: regions are loaded on first use.
+func New(cfg Config) (*Map, error) {
+	ps := cfg.PageSize
+	if !page.ValidPageSize(ps) {
+		return nil, fmt.Errorf("spacemap: invalid page size %d", ps)
+	}
+	rp := page.RegionPages(ps)
+	m := &Map{
+		pageSize:   ps,
+		rp:         rp,
+		words:      page.RegionMapWords(ps),
+		maxRun:     MaxRunPages(ps),
+		maxPages:   cfg.MaxPages,
+		maxRegions: maxRegions(ps),
+		loader:     cfg.Loader,
+		diskHWM:    cfg.HWM,
+		diskTxid:   cfg.Txid,
+		hwm:        cfg.HWM,
+		regions:    make(map[uint64]*region),
+		dirty:      make(map[uint64]*region),
+		freePages:  cfg.FreePages,
+	}
+	if cfg.HWM == 0 {
+		// A fresh file: region 0 exists from the start, with its map slots
+		// and the metas in use and nothing free.
+		if len(cfg.Selector) != 0 || cfg.FirstFreeRegion != 0 || cfg.FreePages != 0 {
+			return nil, corruptMeta("empty state with a selector, a free-region hint or free pages")
+		}
+		m.createRegion(0)
+		m.hwm = page.RegionFirstData(ps, 0)
+		return m, nil
+	}
+	regions := (cfg.HWM + rp - 1) / rp
+	last := regions - 1
+	if regions > m.maxRegions {
+		return nil, corruptMeta("HWM %d needs %d regions, a meta holds at most %d", cfg.HWM, regions, m.maxRegions)
+	}
+	if cfg.HWM%rp != 0 && cfg.HWM < page.RegionFirstData(ps, last) {
+		return nil, corruptMeta("HWM %d ends inside region %d's map slots", cfg.HWM, last)
+	}
+	if len(cfg.Selector) != int((regions+7)/8) {
+		return nil, corruptMeta("selector is %d bytes, %d regions need %d", len(cfg.Selector), regions, (regions+7)/8)
+	}
+	if regions%8 != 0 && cfg.Selector[len(cfg.Selector)-1]>>(regions%8) != 0 {
+		return nil, corruptMeta("selector has bits set past region %d", last)
+	}
+	if uint64(cfg.FirstFreeRegion) > regions {
+		return nil, corruptMeta("first free region %d is past the %d regions", cfg.FirstFreeRegion, regions)
+	}
+	if cfg.FreePages > cfg.HWM {
+		return nil, corruptMeta("%d free pages exceed the HWM %d", cfg.FreePages, cfg.HWM)
+	}
+	if cfg.Loader == nil {
+		return nil, fmt.Errorf("spacemap: a Loader is required for a non-empty state")
+	}
+	m.steadySel = slices.Clone(cfg.Selector)
+	m.diskRegions = regions
+	m.diskHint = uint64(cfg.FirstFreeRegion)
+	m.firstFree = m.diskHint
+	m.allocHint = m.diskHint
+	return m, nil
+}
+
+// HWM returns the high-water mark, including the open transaction's growth.
+func (m *Map) HWM() uint64 { return m.hwm }
+
+// regionCount returns ceil(HWM/R).
+func (m *Map) regionCount() uint64 { return (m.hwm + m.rp - 1) / m.rp }
+
+// selBit returns the slot (0 = A, 1 = B) sel names for region r; regions
+// past the selector have no map yet and count as slot A.
+func selBit(sel []byte, r uint64) int {
+	if r/8 >= uint64(len(sel)) {
+		return 0
+	}
+	return int(sel[r/8] >> (r % 8) & 1)
+}
+
+// flipBit flips bit r of b.
+func flipBit(b []byte, r uint64) { b[r/8] ^= 1 << (r % 8) }
+
+// setBit sets bit r of b.
+func setBit(b []byte, r uint64) { b[r/8] |= 1 << (r % 8) }
+
+// region returns region r, loading it if needed. r must be below the region
+// count.
+func (m *Map) region(r uint64) (*region, error) {
+	if reg := m.regions[r]; reg != nil {
+		return reg, nil
+	}
+	return m.load(r)
+}
+
+// load reads and validates the current map of region r, which must be a
+// region that existed at open and is not loaded.
+//
+// Invariant: an unloaded region was never changed since open, so the steady
+// selector still names the map it had at open and the open-time HWM, txid
+// and hint still describe it.
+func (m *Map) load(r uint64) (*region, error) {
+	if r >= m.diskRegions {
+		// Regions created after open are never unloaded; reaching here is a
+		// bug in the Map, reported rather than dereferenced.
+		return nil, fmt.Errorf("spacemap: region %d is neither loaded nor on disk", r)
+	}
+	slot := page.MapSlot(m.pageSize, r, selBit(m.steadySel, r))
+	m.loads++
+	buf, err := m.loader.ReadPages(slot, 1)
+	if err != nil {
+		return nil, fmt.Errorf("spacemap: reading map of region %d (page %d): %w", r, slot, err)
+	}
+	txid, free, err := page.DecodeRegionMap(buf, m.pageSize, slot)
+	if err != nil {
+		return nil, err
+	}
+	if txid > m.diskTxid {
+		return nil, page.Corruptf(slot, "region map written by txn %d, after the state's txn %d", txid, m.diskTxid)
+	}
+	base := r * m.rp
+	if end := base + m.rp; end > m.diskHWM {
+		// r is the last region at open; New rejected an HWM inside its map
+		// slots, so from lies past them.
+		from := m.diskHWM - base
+		if c := countRange(free, from, m.rp-from); c != 0 {
+			s, _ := nextSet(free, from)
+			return nil, page.Corruptf(slot, "region map marks page %d free, at or above the HWM %d", base+s, m.diskHWM)
+		}
+	}
+	nfree := popcount(free)
+	if r < m.diskHint && nfree != 0 {
+		return nil, page.Corruptf(slot, "region %d has %d free pages but the meta says regions below %d have none", r, nfree, m.diskHint)
+	}
+	// Invariant: freePages >= the free pages of the loaded regions. Every
+	// later change moves both by the same amount, so the counter can never
+	// underflow, whatever count the meta carried.
+	loaded := nfree
+	for _, reg := range m.regions {
+		loaded += reg.nfree
+	}
+	if loaded > m.freePages {
+		return nil, page.Corruptf(slot, "region maps hold %d free pages, more than the meta's count (now %d)", loaded, m.freePages)
+	}
+	// Nothing was freed since open in an unloaded region and there are no
+	// readers of older states at open, so every free page is allocatable.
+	reg := &region{
+		idx:    r,
+		free:   free,
+		alloc:  slices.Clone(free),
+		nfree:  nfree,
+		nalloc: nfree,
+	}
+	reg.allocHint = firstNonZeroWord(reg.alloc, 0)
+	m.regions[r] = reg
+	return reg, nil
+}
+
+// createRegion makes region r in memory: no page is free, it has no map on
+// disk yet, so it is dirty.
+func (m *Map) createRegion(r uint64) *region {
+	reg := &region{
+		idx:       r,
+		free:      make([]uint64, m.words),
+		alloc:     make([]uint64, m.words),
+		allocHint: m.words,
+	}
+	m.regions[r] = reg
+	m.markDirty(reg)
+	return reg
+}
+
+// markDirty records that reg's free bitmap changed.
+func (m *Map) markDirty(reg *region) {
+	reg.dirtyGen = m.gen
+	if reg.dirty {
+		return
+	}
+	reg.dirty = true
+	m.dirty[reg.idx] = reg
+	if m.tx.active {
+		m.tx.dirtied = append(m.tx.dirtied, reg)
+	}
+}
+
+// addAllocatable sets [start, start+n) (region-relative) in reg.alloc; the
+// bits must be set in free and clear in alloc.
+func (m *Map) addAllocatable(reg *region, start, n uint64) {
+	setRange(reg.alloc, start, n)
+	reg.nalloc += n
+	reg.allocHint = min(reg.allocHint, int(start/64))
+	reg.noFit = 0
+	m.allocHint = min(m.allocHint, reg.idx)
+}
+
+// take marks [start, start+n) (region-relative) used in both bitmaps; the
+// bits must be set in alloc.
+func (m *Map) take(reg *region, start, n uint64) {
+	clearRange(reg.free, start, n)
+	clearRange(reg.alloc, start, n)
+	reg.nfree -= n
+	reg.nalloc -= n
+	m.freePages -= n
+	if int(start/64) == reg.allocHint {
+		reg.allocHint = firstNonZeroWord(reg.alloc, reg.allocHint)
+	}
+	m.markDirty(reg)
+}
+
+// Begin starts a write transaction with txid: from here until Commit or
+// Rollback every change is logged so Rollback can undo it.
+func (m *Map) Begin(txid uint64) {
+	if m.tx.active {
+		panic("spacemap: Begin inside a transaction")
+	}
+	if n := len(m.pending); n > 0 && txid <= m.pending[n-1].txid {
+		panic(fmt.Sprintf("spacemap: Begin(%d) after txn %d committed frees", txid, m.pending[n-1].txid))
+	}
+	m.tx = txState{
+		active:    true,
+		txid:      txid,
+		hwm:       m.hwm,
+		freePages: m.freePages,
+		firstFree: m.firstFree,
+		allocs:    m.tx.allocs[:0],
+		freed:     m.tx.freed[:0],
+		dirtied:   m.tx.dirtied[:0],
+	}
+}
+
+func (m *Map) mustTx(op string) {
+	if !m.tx.active {
+		panic("spacemap: " + op + " outside a transaction")
+	}
+}
+
+// Allocate returns the first page of a run of n contiguous pages inside one
+// region, marked used. It is address-ordered first fit: the lowest
+// allocatable run among the existing regions (from the free-region hint up,
+// loading regions as it goes), and only if none fits, pages at the HWM. A
+// run at the HWM that would cross into the next region starts at that
+// region's first data page instead, and the skipped pages at the end of the
+// old region become free and allocatable.
+//
+// n must be in [1, MaxRunPages]. Errors: errors.ErrMaxSizeReached when the
+// HWM would pass Config.MaxPages or the meta's region limit; a load error
+// (I/O or ErrCorrupt) from a region map. A failed Allocate changes nothing
+// but the set of loaded regions.
+func (m *Map) Allocate(n uint64) (page.ID, error) {
+	m.mustTx("Allocate")
+	if n == 0 || n > m.maxRun {
+		return 0, fmt.Errorf("spacemap: cannot allocate a run of %d pages (1..%d)", n, m.maxRun)
+	}
+	count := m.regionCount()
+	// advancing: every region below r has no allocatable page, so the
+	// map-wide hint can follow r.
+	advancing := true
+	for r := m.allocHint; r < count; r++ {
+		reg := m.regions[r]
+		if reg == nil {
+			if r < m.diskHint {
+				// Unloaded below the meta's hint: nothing free there.
+				if advancing {
+					m.allocHint = r + 1
+				}
+				continue
+			}
+			var err error
+			if reg, err = m.load(r); err != nil {
+				return 0, err
+			}
+		}
+		if reg.nalloc == 0 {
+			if advancing {
+				m.allocHint = r + 1
+			}
+			continue
+		}
+		advancing = false
+		if reg.nalloc < n || (reg.noFit != 0 && n >= reg.noFit) {
+			continue
+		}
+		start, ok := findRun(reg.alloc, uint64(reg.allocHint)*64, n)
+		if !ok {
+			if reg.noFit == 0 || n < reg.noFit {
+				reg.noFit = n
+			}
+			continue
+		}
+		m.take(reg, start, n)
+		id := r*m.rp + start
+		m.tx.allocs = append(m.tx.allocs, run{id, n})
+		return id, nil
+	}
+	return m.allocateAtHWM(n)
+}
+
+// allocateAtHWM takes n pages at the HWM (see Allocate).
+func (m *Map) allocateAtHWM(n uint64) (page.ID, error) {
+	start := m.hwm
+	r := start / m.rp
+	var last *region // the region whose tail becomes free, if any
+	fresh := false   // whether the run opens a new region
+	if start%m.rp == 0 {
+		start = page.RegionFirstData(m.pageSize, r)
+		fresh = true
+	} else if start+n > (r+1)*m.rp {
+		reg, err := m.region(r)
+		if err != nil {
+			return 0, err
+		}
+		last = reg
+		r++
+		start = page.RegionFirstData(m.pageSize, r)
+		fresh = true
+	}
+	end := start + n
+	if m.maxPages != 0 && end > m.maxPages {
+		return 0, fmt.Errorf("spacemap: allocating %d pages needs HWM %d, the limit is %d: %w", n, end, m.maxPages, rerrors.ErrMaxSizeReached)
+	}
+	if r >= m.maxRegions {
+		return 0, fmt.Errorf("spacemap: allocating %d pages needs region %d, a meta holds %d: %w", n, r, m.maxRegions, rerrors.ErrMaxSizeReached)
+	}
+	if last != nil {
+		// The tail of the old last region was above the HWM (all clear) and
+		// is now inside it, unused: free, and allocatable at once because
+		// no state ever used it.
+		from := m.hwm - last.idx*m.rp
+		k := m.rp - from
+		setRange(last.free, from, k)
+		last.nfree += k
+		m.freePages += k
+		m.addAllocatable(last, from, k)
+		m.firstFree = min(m.firstFree, last.idx)
+		m.markDirty(last)
+	}
+	if fresh {
+		m.createRegion(r)
+	}
+	// Pages at or above the old HWM have clear bits already, so taking them
+	// changes no bitmap: only the HWM moves.
+	m.hwm = end
+	return start, nil
+}
+
+// Free records that the run [id, id+n) is no longer used by the open
+// transaction's state. It becomes free (pending at this txid) when the
+// transaction commits and is dropped by Rollback; it is never handed out by
+// this transaction. The run must lie below the HWM inside one region's data
+// pages and none of its pages may be free already or freed earlier in this
+// transaction: a violation means two owners of a page or a map that
+// disagrees with the tree, and is reported as ErrCorrupt (nothing changes).
+func (m *Map) Free(id page.ID, n uint64) error {
+	m.mustTx("Free")
+	if n == 0 {
+		return fmt.Errorf("spacemap: freeing an empty run at page %d", id)
+	}
+	end := id + n
+	if end < id || end > m.hwm {
+		return page.Corruptf(id, "freeing %d pages past the HWM %d", n, m.hwm)
+	}
+	r := id / m.rp
+	if (end-1)/m.rp != r {
+		return page.Corruptf(id, "freeing %d pages across the end of region %d", n, r)
+	}
+	if id < page.RegionFirstData(m.pageSize, r) {
+		return page.Corruptf(id, "freeing %d pages covering a meta or map slot of region %d", n, r)
+	}
+	reg, err := m.region(r)
+	if err != nil {
+		return err
+	}
+	start := id - r*m.rp
+	if countRange(reg.free, start, n) != 0 {
+		s := nextSetFrom(reg.free, start)
+		return page.Corruptf(r*m.rp+s, "page freed twice: already free or pending (freeing run %d+%d)", id, n)
+	}
+	if reg.txFreed != nil && countRange(reg.txFreed, start, n) != 0 {
+		s := nextSetFrom(reg.txFreed, start)
+		return page.Corruptf(r*m.rp+s, "page freed twice in txn %d (freeing run %d+%d)", m.tx.txid, id, n)
+	}
+	if reg.txFreed == nil {
+		reg.txFreed = make([]uint64, m.words)
+	}
+	if reg.txHi == 0 {
+		reg.txLo, reg.txHi = start, start+n
+		m.tx.freed = append(m.tx.freed, reg)
+	} else {
+		reg.txLo, reg.txHi = min(reg.txLo, start), max(reg.txHi, start+n)
+	}
+	setRange(reg.txFreed, start, n)
+	m.tx.freedPages += n
+	return nil
+}
+
+// nextSetFrom returns the first set bit at or after pos; the caller knows
+// one exists.
+func nextSetFrom(w []uint64, pos uint64) uint64 {
+	s, _ := nextSet(w, pos)
+	return s
+}
+
+// Commit ends the transaction: its allocations stay, its frees become set
+// in free and pending at its txid (not allocatable until Release allows).
+func (m *Map) Commit() {
+	m.mustTx("Commit")
+	if m.tx.freedPages > 0 {
+		slices.SortFunc(m.tx.freed, func(a, b *region) int { return cmp.Compare(a.idx, b.idx) })
+		b := batch{txid: m.tx.txid, pages: m.tx.freedPages}
+		for _, reg := range m.tx.freed {
+			base := reg.idx * m.rp
+			// Walk the freed bits as runs, so pending holds each freed
+			// stretch once however it was freed.
+			for pos := reg.txLo; pos < reg.txHi; {
+				s, ok := nextSet(reg.txFreed, pos)
+				if !ok || s >= reg.txHi {
+					break
+				}
+				e := nextClear(reg.txFreed, s, reg.txHi)
+				b.runs = append(b.runs, run{base + s, e - s})
+				setRange(reg.free, s, e-s)
+				clearRange(reg.txFreed, s, e-s)
+				reg.nfree += e - s
+				pos = e
+			}
+			reg.txLo, reg.txHi = 0, 0
+			m.firstFree = min(m.firstFree, reg.idx)
+			m.markDirty(reg)
+		}
+		m.freePages += m.tx.freedPages
+		m.pendingPages += m.tx.freedPages
+		m.pending = append(m.pending, b)
+	}
+	m.endTx()
+}
+
+// endTx closes the transaction, keeping the log slices for reuse.
+func (m *Map) endTx() {
+	clear(m.tx.freed)
+	clear(m.tx.dirtied)
+	m.tx = txState{allocs: m.tx.allocs[:0], freed: m.tx.freed[:0], dirtied: m.tx.dirtied[:0]}
+}
+
+// Rollback undoes the transaction: its allocations become free and
+// allocatable again, the HWM and the regions it created go back, regions it
+// made dirty are clean again, and its frees are dropped.
+func (m *Map) Rollback() {
+	m.mustTx("Rollback")
+	for i := len(m.tx.allocs) - 1; i >= 0; i-- {
+		a := m.tx.allocs[i]
+		reg := m.regions[a.id/m.rp]
+		start := a.id - reg.idx*m.rp
+		setRange(reg.free, start, a.n)
+		reg.nfree += a.n
+		m.addAllocatable(reg, start, a.n)
+	}
+	count0 := (m.tx.hwm + m.rp - 1) / m.rp
+	for r := count0; r < m.regionCount(); r++ {
+		delete(m.regions, r)
+		delete(m.dirty, r)
+	}
+	if m.hwm > m.tx.hwm && m.tx.hwm%m.rp != 0 {
+		// The old last region's tail may have become free when a run
+		// crossed into a new region; above the restored HWM it must be
+		// clear again. (Allocations from it were undone just above.)
+		if reg := m.regions[count0-1]; reg != nil {
+			from := m.tx.hwm - reg.idx*m.rp
+			k := countRange(reg.free, from, m.rp-from)
+			ka := countRange(reg.alloc, from, m.rp-from)
+			clearRange(reg.free, from, m.rp-from)
+			clearRange(reg.alloc, from, m.rp-from)
+			reg.nfree -= k
+			reg.nalloc -= ka
+		}
+	}
+	m.hwm = m.tx.hwm
+	for _, reg := range m.tx.freed {
+		if reg.txHi > 0 {
+			clearRange(reg.txFreed, reg.txLo, reg.txHi-reg.txLo)
+			reg.txLo, reg.txHi = 0, 0
+		}
+	}
+	// A region that was clean at Begin has its free bitmap back as it was,
+	// which is what its current map on disk says.
+	for _, reg := range m.tx.dirtied {
+		if m.regions[reg.idx] == reg {
+			reg.dirty = false
+			delete(m.dirty, reg.idx)
+		}
+	}
+	m.freePages = m.tx.freePages
+	m.firstFree = min(m.firstFree, m.tx.firstFree)
+	m.endTx()
+}
+
+// Release makes allocatable every pending run freed at a txid N with
+// N <= steady and N <= oldestReader. A reader at snapshot S can see pages
+// freed at N iff S < N, and a page live in the steady state must not be
+// rewritten before the next sync point (invariant 1); both rules are met
+// exactly then. oldestReader is the oldest open read snapshot, or
+// math.MaxUint64 when there are none.
+func (m *Map) Release(steady, oldestReader uint64) {
+	limit := min(steady, oldestReader)
+	i := 0
+	for ; i < len(m.pending) && m.pending[i].txid <= limit; i++ {
+		for _, rn := range m.pending[i].runs {
+			reg := m.regions[rn.id/m.rp]
+			m.addAllocatable(reg, rn.id-reg.idx*m.rp, rn.n)
+		}
+		m.pendingPages -= m.pending[i].pages
+	}
+	if i > 0 {
+		n := copy(m.pending, m.pending[i:])
+		clear(m.pending[n:])
+		m.pending = m.pending[:n]
+	}
+}
+
+// PrepareSync builds the map pages and meta fields of a sync point at txid,
+// which must follow Commit (not inside a transaction). Each dirty region's
+// map goes to the slot the steady selector does not name; regions with no
+// map on disk yet count as slot A, so their first map goes to slot B. The
+// Map does not change until SyncDone; transactions may run in between, but
+// not a second PrepareSync (one sync point in flight at a time).
+func (m *Map) PrepareSync(txid uint64) SyncImage {
+	if m.tx.active {
+		panic("spacemap: PrepareSync inside a transaction")
+	}
+	if m.syncing {
+		panic("spacemap: PrepareSync while an earlier sync point is in flight")
+	}
+	m.syncing = true
+	count := m.regionCount()
+	img := SyncImage{
+		Txid:        txid,
+		HWM:         m.hwm,
+		RegionCount: count,
+		Selector:    make([]byte, (count+7)/8),
+		Changed:     make([]byte, (count+7)/8),
+		FreePages:   m.freePages,
+		gen:         m.gen,
+	}
+	// The region count never shrinks below the steady one (Rollback only
+	// returns to a count at least as large), so the copy keeps every bit.
+	copy(img.Selector, m.steadySel)
+	idx := make([]uint64, 0, len(m.dirty))
+	for r := range m.dirty {
+		idx = append(idx, r)
+	}
+	slices.Sort(idx)
+	for _, r := range idx {
+		slot := page.MapSlot(m.pageSize, r, 1-selBit(m.steadySel, r))
+		buf := make([]byte, m.pageSize)
+		page.EncodeRegionMap(buf, m.pageSize, slot, txid, m.regions[r].free)
+		img.Pages = append(img.Pages, MapPage{ID: slot, Data: buf})
+		flipBit(img.Selector, r)
+		setBit(img.Changed, r)
+	}
+	// Raise the hint past regions known to be full; it stays a lower bound.
+	r := m.firstFree
+	for r < count {
+		reg := m.regions[r]
+		if (reg == nil && r >= m.diskHint) || (reg != nil && reg.nfree > 0) {
+			break
+		}
+		r++
+	}
+	m.firstFree = r
+	img.FirstFreeRegion = uint32(r) // r <= count <= maxRegions < 2^32
+	m.gen++
+	return img
+}
+
+// SyncDone records that the sync point of img is durable (its flush
+// returned nil): img's selector becomes the steady one, and regions not
+// changed since PrepareSync are clean. If the flush fails the caller latches
+// the database and discards the Map, so there is nothing to undo.
+func (m *Map) SyncDone(img SyncImage) {
+	m.syncing = false
+	m.steadySel = slices.Clone(img.Selector)
+	for r, reg := range m.dirty {
+		if r < img.RegionCount && img.Changed[r/8]>>(r%8)&1 != 0 && reg.dirtyGen <= img.gen {
+			reg.dirty = false
+			delete(m.dirty, r)
+		}
+	}
+}
+
+// Stats returns counters describing the Map.
+func (m *Map) Stats() Stats {
+	s := Stats{
+		HWM:           m.hwm,
+		Regions:       m.regionCount(),
+		FreePages:     m.freePages,
+		PendingPages:  m.pendingPages,
+		LoadedRegions: len(m.regions),
+		DirtyRegions:  len(m.dirty),
+		RegionLoads:   m.loads,
+	}
+	for _, reg := range m.regions {
+		s.AllocatablePages += reg.nalloc
+	}
+	return s
+}
+
+// ForEachFree loads every region and calls fn for each run of pages free in
+// the newest committed state, pending ones included, in ascending order;
+// runs never cross a region boundary. It is meant for Check: together with
+// the tree walk it lets the caller verify that no page is both reachable and
+// free and that every page below the HWM is accounted for. Before calling
+// fn it checks that the maps' free pages add up to the meta's count (as
+// kept up to date since open). Called inside a transaction, it shows that
+// transaction's allocations but not its frees.
+func (m *Map) ForEachFree(fn func(id page.ID, n uint64) error) error {
+	count := m.regionCount()
+	var total uint64
+	for r := uint64(0); r < count; r++ {
+		reg, err := m.region(r)
+		if err != nil {
+			return err
+		}
+		total += reg.nfree
+	}
+	if total != m.freePages {
+		return fmt.Errorf("spacemap: the meta counts %d free pages, the region maps hold %d: %w", m.freePages, total, rerrors.ErrCorrupt)
+	}
+	for r := uint64(0); r < count; r++ {
+		reg := m.regions[r]
+		limit := m.rp
+		for pos := uint64(0); ; {
+			s, ok := nextSet(reg.free, pos)
+			if !ok {
+				break
+			}
+			e := nextClear(reg.free, s, limit)
+			if err := fn(r*m.rp+s, e-s); err != nil {
+				return err
+			}
+			pos = e
+		}
+	}
+	return nil
+}
