@@ -1,0 +1,397 @@
+package rivet
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/rivetkv/rivet/internal/btree"
+	"github.com/rivetkv/rivet/internal/page"
+)
+
+// Bucket is a collection of key/value pairs and nested buckets, with keys
+// in bytewise order.
+type Bucket struct {
+	// FillPercent is how full split pages are packed; raise it (up to 1.0)
+	// for mostly-appending workloads. Set it on each transaction's Bucket.
+	FillPercent float64
+
+	tx       *Tx
+	tree     *btree.Tree
+	parent   *Bucket
+	name     []byte
+	isRoot   bool
+	sequence uint64
+	seqDirty bool
+	buckets  map[string]*Bucket // child buckets opened in this transaction
+}
+
+// Tx returns the bucket's transaction.
+func (b *Bucket) Tx() *Tx { return b.tx }
+
+// Writable reports whether the bucket belongs to a write transaction.
+func (b *Bucket) Writable() bool { return b.tx.writable }
+
+// Root returns the id of the bucket tree's root page (0 for an empty bucket).
+func (b *Bucket) Root() Pgid { return Pgid(b.tree.Root().ID) }
+
+func (b *Bucket) checkOpen() error {
+	if b.tx.db == nil {
+		return ErrTxClosed
+	}
+	return nil
+}
+
+func (b *Bucket) checkWrite() error {
+	if b.tx.db == nil {
+		return ErrTxClosed
+	}
+	if !b.tx.writable {
+		return ErrTxNotWritable
+	}
+	return nil
+}
+
+// Bucket returns the nested bucket name, or nil if there is none.
+func (b *Bucket) Bucket(name []byte) *Bucket {
+	if b.tx.db == nil {
+		return nil
+	}
+	if c, ok := b.buckets[string(name)]; ok {
+		return c
+	}
+	v, flags, found := b.tree.Get(name)
+	if !found || flags != page.FlagBucket {
+		return nil
+	}
+	rec, err := page.DecodeBucketRecord(b.tree.Root().ID, v)
+	if err != nil {
+		b.tx.env.Err = firstErr(b.tx.env.Err, err)
+		return nil
+	}
+	return b.openChild(name, rec)
+}
+
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func (b *Bucket) openChild(name []byte, rec page.BucketRecord) *Bucket {
+	c := &Bucket{
+		FillPercent: DefaultFillPercent,
+		tx:          b.tx,
+		tree:        btree.Open(b.tx.env, rec.Root),
+		parent:      b,
+		name:        bytes.Clone(name),
+		sequence:    rec.Sequence,
+	}
+	if b.buckets == nil {
+		b.buckets = make(map[string]*Bucket)
+	}
+	b.buckets[string(name)] = c
+	return c
+}
+
+// CreateBucket creates a nested bucket. It fails with ErrBucketExists if the
+// bucket exists, ErrIncompatibleValue if a value has that key,
+// ErrBucketNameRequired for an empty name and ErrKeyTooLarge for a long one.
+func (b *Bucket) CreateBucket(name []byte) (*Bucket, error) {
+	if err := b.checkWrite(); err != nil {
+		return nil, err
+	}
+	if len(name) == 0 {
+		return nil, ErrBucketNameRequired
+	}
+	if len(name) > MaxKeySize {
+		return nil, ErrKeyTooLarge
+	}
+	if _, flags, found := b.tree.Get(name); found {
+		if flags == page.FlagBucket {
+			return nil, ErrBucketExists
+		}
+		return nil, ErrIncompatibleValue
+	}
+	if err := b.tx.env.Err; err != nil {
+		return nil, err
+	}
+	rec := page.BucketRecord{}
+	if err := b.tree.Put(name, rec.Encode(), page.FlagBucket); err != nil {
+		return nil, err
+	}
+	return b.openChild(name, rec), nil
+}
+
+// CreateBucketIfNotExists returns the nested bucket name, creating it if needed.
+func (b *Bucket) CreateBucketIfNotExists(name []byte) (*Bucket, error) {
+	if err := b.checkWrite(); err != nil {
+		return nil, err
+	}
+	if len(name) == 0 {
+		return nil, ErrBucketNameRequired
+	}
+	if c := b.Bucket(name); c != nil {
+		return c, nil
+	}
+	if err := b.tx.env.Err; err != nil {
+		return nil, err
+	}
+	return b.CreateBucket(name)
+}
+
+// DeleteBucket deletes the nested bucket name and everything in it.
+func (b *Bucket) DeleteBucket(name []byte) error {
+	if err := b.checkWrite(); err != nil {
+		return err
+	}
+	v, flags, found := b.tree.Get(name)
+	if err := b.tx.env.Err; err != nil {
+		return err
+	}
+	if !found {
+		return ErrBucketNotFound
+	}
+	if flags != page.FlagBucket {
+		return ErrIncompatibleValue
+	}
+	// The committed tree holds every page the bucket and its descendants
+	// own; changes made in this transaction have no pages yet.
+	rec, err := page.DecodeBucketRecord(b.tree.Root().ID, v)
+	if err != nil {
+		return err
+	}
+	if c, ok := b.buckets[string(name)]; ok {
+		c.detach()
+		delete(b.buckets, string(name))
+	}
+	if _, err := b.tree.Delete(name); err != nil {
+		return err
+	}
+	b.tree.DeferFreeAll(rec.Root)
+	return nil
+}
+
+// detach marks a deleted or moved-away bucket object unusable for writes by
+// dropping its cached children; its tree is discarded with it.
+func (b *Bucket) detach() {
+	for _, c := range b.buckets {
+		c.detach()
+	}
+	b.buckets = nil
+}
+
+// MoveBucket moves the nested bucket name from b into dst, keeping its
+// contents.
+func (b *Bucket) MoveBucket(name []byte, dst *Bucket) error {
+	if err := b.checkWrite(); err != nil {
+		return err
+	}
+	if dst == nil || dst.tx.db == nil {
+		return ErrTxClosed
+	}
+	if dst.tx.db != b.tx.db {
+		return errDifferentDB
+	}
+	if dst.tx != b.tx {
+		return fmt.Errorf("rivet: MoveBucket across transactions")
+	}
+	v, flags, found := b.tree.Get(name)
+	if err := b.tx.env.Err; err != nil {
+		return err
+	}
+	if !found {
+		return ErrBucketNotFound
+	}
+	if flags != page.FlagBucket {
+		return ErrIncompatibleValue
+	}
+	if b == dst {
+		return errSameBuckets
+	}
+	child := b.Bucket(name)
+	if child == nil {
+		return firstErr(b.tx.env.Err, ErrBucketNotFound)
+	}
+	for p := dst; p != nil; p = p.parent {
+		if p == child {
+			return fmt.Errorf("%w: cannot move a bucket into itself", ErrIncompatibleValue)
+		}
+	}
+	if _, f, exists := dst.tree.Get(name); exists {
+		if f == page.FlagBucket {
+			return ErrBucketExists
+		}
+		return ErrIncompatibleValue
+	}
+	if err := dst.tree.Put(name, bytes.Clone(v), page.FlagBucket); err != nil {
+		return err
+	}
+	if _, err := b.tree.Delete(name); err != nil {
+		return err
+	}
+	delete(b.buckets, string(name))
+	child.parent = dst
+	child.seqDirty = true // make sure the record is rewritten in dst at commit
+	if dst.buckets == nil {
+		dst.buckets = make(map[string]*Bucket)
+	}
+	dst.buckets[string(name)] = child
+	return nil
+}
+
+// Get returns the value of key, or nil if the key does not exist or names
+// a nested bucket. The value is valid only for the life of the transaction.
+func (b *Bucket) Get(key []byte) []byte {
+	if b.tx.db == nil {
+		return nil
+	}
+	v, flags, found := b.tree.Get(key)
+	if !found || flags == page.FlagBucket {
+		return nil
+	}
+	if btree.IsBlob(flags) {
+		val, err := b.tree.Value(v, flags)
+		if err != nil {
+			return nil
+		}
+		return val
+	}
+	return v
+}
+
+// Put sets key to value. The key is copied; the value must stay unchanged
+// until the transaction ends (as in bbolt).
+func (b *Bucket) Put(key, value []byte) error {
+	if err := b.checkWrite(); err != nil {
+		return err
+	}
+	if len(key) == 0 {
+		return ErrKeyRequired
+	}
+	if len(key) > MaxKeySize {
+		return ErrKeyTooLarge
+	}
+	if int64(len(value)) > MaxValueSize {
+		return ErrValueTooLarge
+	}
+	if _, flags, found := b.tree.Get(key); found && flags == page.FlagBucket {
+		return ErrIncompatibleValue
+	}
+	if err := b.tx.env.Err; err != nil {
+		return err
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	return b.tree.Put(key, value, 0)
+}
+
+// Delete removes key. Deleting a missing key is not an error; deleting a
+// nested bucket's key is ErrIncompatibleValue.
+func (b *Bucket) Delete(key []byte) error {
+	if err := b.checkWrite(); err != nil {
+		return err
+	}
+	if _, flags, found := b.tree.Get(key); found && flags == page.FlagBucket {
+		return ErrIncompatibleValue
+	}
+	if err := b.tx.env.Err; err != nil {
+		return err
+	}
+	_, err := b.tree.Delete(key)
+	return err
+}
+
+// Sequence returns the bucket's sequence number.
+func (b *Bucket) Sequence() uint64 { return b.sequence }
+
+// SetSequence sets the bucket's sequence number.
+func (b *Bucket) SetSequence(v uint64) error {
+	if err := b.checkWrite(); err != nil {
+		return err
+	}
+	if b.isRoot {
+		return fmt.Errorf("rivet: the top level has no sequence")
+	}
+	b.sequence = v
+	b.seqDirty = true
+	return nil
+}
+
+// NextSequence increments and returns the bucket's sequence number.
+func (b *Bucket) NextSequence() (uint64, error) {
+	if err := b.checkWrite(); err != nil {
+		return 0, err
+	}
+	if b.isRoot {
+		return 0, fmt.Errorf("rivet: the top level has no sequence")
+	}
+	b.sequence++
+	b.seqDirty = true
+	return b.sequence, nil
+}
+
+// ForEach calls fn for every key in order; v is nil for nested buckets. fn
+// must not change the bucket. An error from fn stops the walk and is returned.
+func (b *Bucket) ForEach(fn func(k, v []byte) error) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return b.tx.env.Err
+}
+
+// ForEachBucket calls fn for every nested bucket's name, in order.
+func (b *Bucket) ForEachBucket(fn func(k []byte) error) error {
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	c := b.tree.Cursor()
+	for k, _, flags, ok := c.First(); ok; k, _, flags, ok = c.Next() {
+		if flags != page.FlagBucket {
+			continue
+		}
+		if err := fn(k); err != nil {
+			return err
+		}
+	}
+	return b.tx.env.Err
+}
+
+// spill writes the bucket's changed descendants and then its own tree. It
+// reports whether anything in the bucket changed, so the parent knows to
+// rewrite its record.
+func (b *Bucket) spill() (bool, error) {
+	changed := b.seqDirty
+	for name, c := range b.buckets {
+		cc, err := c.spill()
+		if err != nil {
+			return false, err
+		}
+		if !cc {
+			continue
+		}
+		rec := page.BucketRecord{Root: c.tree.Root(), Sequence: c.sequence}
+		if err := b.tree.Put([]byte(name), rec.Encode(), page.FlagBucket); err != nil {
+			return false, err
+		}
+	}
+	if b.tree.Dirty() {
+		changed = true
+		b.tree.FillPercent = b.FillPercent
+		if err := b.tree.Rebalance(); err != nil {
+			return false, err
+		}
+		if err := b.tree.Spill(); err != nil {
+			return false, err
+		}
+	}
+	b.seqDirty = false
+	return changed, nil
+}

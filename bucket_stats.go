@@ -1,0 +1,129 @@
+package rivet
+
+import (
+	"github.com/rivetkv/rivet/internal/btree"
+	"github.com/rivetkv/rivet/internal/page"
+)
+
+// Stats returns the resources the bucket and its nested buckets use, as of
+// the last commit (changes of a write transaction count once committed).
+func (b *Bucket) Stats() BucketStats {
+	var s BucketStats
+	if b.tx.db == nil {
+		return s
+	}
+	b.statsOf(b.tree.Root(), &s, 0)
+	return s
+}
+
+func (b *Bucket) statsOf(root page.Ref, s *BucketStats, depth int) {
+	s.BucketN++
+	if root.IsZero() {
+		if s.Depth < 1 {
+			s.Depth = 1
+		}
+		return
+	}
+	b.nodeStats(root, s, 1, depth)
+}
+
+func (b *Bucket) nodeStats(ref page.Ref, s *BucketStats, level, depth int) {
+	env := b.tx.env
+	if level+depth > btree.MaxDepth*2 {
+		env.Err = firstErr(env.Err, page.Corruptf(ref.ID, "tree deeper than %d levels (cycle?)", btree.MaxDepth))
+		return
+	}
+	n, err := page.ReadNode(env.Data, env.PageSize, ref.ID, ref.Txid, env.HWM)
+	if err != nil {
+		env.Err = firstErr(env.Err, err)
+		return
+	}
+	if s.Depth < level {
+		s.Depth = level
+	}
+	h := n.Header()
+	alloc := int(h.Pages()) * env.PageSize
+	if !n.IsLeaf() {
+		s.BranchPageN++
+		s.BranchOverflowN += int(h.Overflow)
+		s.BranchAlloc += alloc
+		used := page.HeaderSize + n.Count()*page.BranchElemSize
+		for i := 0; i < n.Count(); i++ {
+			k, err := n.BranchKey(i)
+			if err != nil {
+				env.Err = firstErr(env.Err, err)
+				return
+			}
+			used += len(k)
+		}
+		s.BranchInuse += used
+		for i := 0; i < n.Count(); i++ {
+			b.nodeStats(n.BranchChild(i), s, level+1, depth)
+		}
+		return
+	}
+	s.LeafPageN++
+	s.LeafOverflowN += int(h.Overflow)
+	s.LeafAlloc += alloc
+	used := page.HeaderSize + n.Count()*page.LeafElemSize
+	for i := 0; i < n.Count(); i++ {
+		flags, k, v, err := n.LeafElem(i)
+		if err != nil {
+			env.Err = firstErr(env.Err, err)
+			return
+		}
+		used += len(k) + len(v)
+		s.KeyN++
+		switch flags {
+		case page.FlagBucket:
+			rec, err := page.DecodeBucketRecord(ref.ID, v)
+			if err != nil {
+				env.Err = firstErr(env.Err, err)
+				return
+			}
+			var sub BucketStats
+			b.statsOf(rec.Root, &sub, depth+level)
+			s.Add(sub)
+		case page.FlagBlob:
+			ref, err := page.DecodeBlobRef(ref.ID, v)
+			if err != nil {
+				env.Err = firstErr(env.Err, err)
+				return
+			}
+			// Blob pages count as leaf overflow, as bbolt counts the
+			// overflow pages of a large value's leaf.
+			s.LeafOverflowN += int((ref.Length + page.BlobPayloadStart + uint64(env.PageSize) - 1) / uint64(env.PageSize))
+		}
+	}
+	s.LeafInuse += used
+}
+
+// BucketStructure describes a bucket and its nested buckets (Inspect).
+type BucketStructure struct {
+	Name     string            `json:"name"`
+	KeyN     int               `json:"keyN"`
+	Children []BucketStructure `json:"buckets,omitempty"`
+}
+
+// Inspect returns the structure of the bucket: its nested buckets and the
+// number of plain keys in each.
+func (b *Bucket) Inspect() BucketStructure {
+	bs := BucketStructure{Name: string(b.name)}
+	if b.isRoot {
+		bs.Name = "root"
+	}
+	c := b.tree.Cursor()
+	for k, _, flags, ok := c.First(); ok; k, _, flags, ok = c.Next() {
+		if flags == page.FlagBucket {
+			if child := b.Bucket(k); child != nil {
+				bs.Children = append(bs.Children, child.Inspect())
+			}
+			continue
+		}
+		bs.KeyN++
+	}
+	return bs
+}
+
+// Inspect returns the structure of the whole database.
+func (tx *Tx) Inspect() BucketStructure { return tx.root.Inspect() }

@@ -1,0 +1,374 @@
+package rivet
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/internal/pager"
+	"github.com/rivetkv/rivet/internal/spacemap"
+	"github.com/rivetkv/rivet/internal/vfs"
+)
+
+// DB is a database: one file holding a tree of buckets. Any number of read
+// transactions may run at once, beside at most one write transaction.
+//
+// The exported fields mirror bbolt's; those that control writing may be
+// changed after Open, before the next transaction begins.
+type DB struct {
+	// StrictMode runs a full Check after every commit and returns its first
+	// problem as the commit's error. Slow; for tests.
+	StrictMode bool
+
+	// NoSync skips the flush at commit (see Options.NoSync).
+	NoSync bool
+
+	// NoFreelistSync is accepted for bbolt compatibility and has no effect.
+	NoFreelistSync bool
+
+	// FreelistType is accepted for bbolt compatibility and has no effect.
+	FreelistType FreelistType
+
+	// NoGrowSync is accepted for bbolt compatibility and has no effect.
+	NoGrowSync bool
+
+	// PreLoadFreelist is accepted for bbolt compatibility and has no effect.
+	PreLoadFreelist bool
+
+	// MmapFlags is accepted for bbolt compatibility and has no effect.
+	MmapFlags int
+
+	// MaxBatchSize is the largest batch Batch builds; <= 0 disables batching.
+	MaxBatchSize int
+
+	// MaxBatchDelay is how long Batch waits for more calls before running.
+	MaxBatchDelay time.Duration
+
+	// AllocSize is accepted for bbolt compatibility; the pager grows the file
+	// in its own steps.
+	AllocSize int
+
+	// MaxSize caps the file size in bytes when positive.
+	MaxSize int
+
+	// Mlock is accepted for bbolt compatibility and has no effect.
+	Mlock bool
+
+	path     string
+	opts     Options
+	logger   Logger
+	file     vfs.File
+	pager    *pager.Pager
+	pageSize int
+	readOnly bool
+
+	// writer is held by the write transaction for its whole life.
+	writer sync.Mutex
+
+	// mu guards the fields below it. It is held only for short bookkeeping,
+	// never for the life of a transaction.
+	mu          sync.Mutex
+	cur         *page.Meta     // the newest published (committed) state
+	readers     map[uint64]int // snapshot txid -> open read transactions
+	openReaders int
+	readersGone *sync.Cond // signalled when openReaders drops to zero
+	closed      bool
+	stats       Stats
+	spaceStats  spacemap.Stats // copied after each commit, for Stats()
+
+	// Owned by the writer (accessed with writer held).
+	space      *spacemap.Map
+	steady     uint64 // txid of the last sync point whose flush returned
+	steadySlot int    // meta slot (0 or 1) holding the steady meta
+	latched    error  // first failed write or flush; refuses writes
+
+	batchMu sync.Mutex
+	batch   *batch
+
+	// recovered tells how Open found the file (for diagnostics).
+	recovered Recovery
+}
+
+// Recovery describes what Open found, so tools can tell a torn last commit
+// apart from corruption.
+type Recovery struct {
+	// Txid is the committed state the DB opened at.
+	Txid uint64
+	// FellBack is true when the newest meta's sync point was incomplete (a
+	// torn last commit) and Open used the previous one.
+	FellBack bool
+	// Reason says why Open fell back, when it did.
+	Reason string
+	// PagesVerified counts the pages recovery read and checked.
+	PagesVerified int
+}
+
+// Recovery reports what Open found when it opened the file.
+func (db *DB) Recovery() Recovery { return db.recovered }
+
+// Path returns the path of the database file.
+func (db *DB) Path() string { return db.path }
+
+// GoString returns the Go string representation of the database.
+func (db *DB) GoString() string { return fmt.Sprintf("rivet.DB{path:%q}", db.path) }
+
+// String returns the string representation of the database.
+func (db *DB) String() string { return fmt.Sprintf("DB<%q>", db.path) }
+
+// IsReadOnly reports whether the database was opened read-only.
+func (db *DB) IsReadOnly() bool { return db.readOnly }
+
+// Logger returns the database's logger.
+func (db *DB) Logger() Logger { return db.logger }
+
+// Info is kept for bbolt compatibility: Data is the address of the current
+// memory map and PageSize the file's page size.
+type Info struct {
+	Data     uintptr
+	PageSize int
+}
+
+// Info returns low-level information about the database.
+func (db *DB) Info() *Info {
+	v := db.pager.Acquire()
+	defer v.Release()
+	var addr uintptr
+	if b := v.Bytes(); len(b) > 0 {
+		addr = uintptr(pointerOf(b))
+	}
+	return &Info{Data: addr, PageSize: db.pageSize}
+}
+
+// Stats returns a snapshot of the database's counters.
+func (db *DB) Stats() Stats {
+	db.mu.Lock()
+	s := db.stats
+	ss := db.spaceStats
+	s.OpenTxN = db.openReaders
+	db.mu.Unlock()
+	ps := db.pager.Stats()
+	s.PagesWritten = ps.PagesWritten
+	s.BytesWritten = ps.BytesWritten
+	s.WriteRuns = ps.WriteCalls
+	s.Flushes = ps.Flushes
+	s.PagesRead = ps.PagesRead
+	s.FreePageN = int(ss.FreePages - ss.PendingPages)
+	s.PendingPageN = int(ss.PendingPages)
+	s.FreeAlloc = s.FreePageN * db.pageSize
+	s.FreelistInuse = int(ss.LoadedRegions) * 2 * db.pageSize
+	return s
+}
+
+// oldestReader returns the oldest snapshot txid any read transaction holds,
+// or math.MaxUint64 when none is open. Caller holds db.mu.
+func (db *DB) oldestReader() uint64 {
+	oldest := uint64(math.MaxUint64)
+	for txid := range db.readers {
+		if txid < oldest {
+			oldest = txid
+		}
+	}
+	return oldest
+}
+
+// Begin starts a transaction. A read transaction sees the newest committed
+// state and never blocks or is blocked by the writer; a write transaction
+// waits for the previous one to finish. Every transaction must end with
+// Commit or Rollback (read transactions: Rollback), or the snapshot it pins
+// keeps the pages it sees from being reused.
+func (db *DB) Begin(writable bool) (*Tx, error) {
+	if writable {
+		return db.beginRW()
+	}
+	return db.beginRO()
+}
+
+func (db *DB) beginRO() (*Tx, error) {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return nil, ErrDatabaseNotOpen
+	}
+	meta := db.cur
+	db.readers[meta.Txid]++
+	db.openReaders++
+	db.stats.TxN++
+	// Invariant: the writer makes the mapping cover a state's HWM before
+	// publishing it in db.cur, so the view taken here covers meta.HWM.
+	view := db.pager.Acquire()
+	db.mu.Unlock()
+	return newTx(db, meta, view, false), nil
+}
+
+func (db *DB) endRO(tx *Tx) {
+	tx.view.Release()
+	db.mu.Lock()
+	txid := tx.meta.Txid
+	if db.readers[txid]--; db.readers[txid] <= 0 {
+		delete(db.readers, txid)
+	}
+	db.openReaders--
+	db.stats.TxStats.add(&tx.stats)
+	if db.openReaders == 0 {
+		db.readersGone.Broadcast()
+	}
+	db.mu.Unlock()
+}
+
+func (db *DB) beginRW() (*Tx, error) {
+	if db.readOnly {
+		return nil, ErrDatabaseReadOnly
+	}
+	db.writer.Lock()
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		db.writer.Unlock()
+		return nil, ErrDatabaseNotOpen
+	}
+	meta := db.cur
+	oldest := db.oldestReader()
+	view := db.pager.Acquire()
+	db.mu.Unlock()
+	if db.latched != nil {
+		view.Release()
+		db.writer.Unlock()
+		return nil, db.latched
+	}
+	db.space.Release(db.steady, oldest)
+	tx := newTx(db, meta, view, true)
+	db.space.Begin(tx.txid)
+	return tx, nil
+}
+
+func (db *DB) endRW(tx *Tx, committed bool) {
+	if !committed && !tx.spaceEnded {
+		db.space.Rollback()
+	}
+	tx.view.Release()
+	db.mu.Lock()
+	db.stats.TxStats.add(&tx.stats)
+	db.mu.Unlock()
+	db.writer.Unlock()
+}
+
+// latch records the first failed write or flush; from then on every write
+// transaction fails with it until the DB is reopened. Caller holds writer.
+func (db *DB) latch(err error) error {
+	if db.latched == nil {
+		db.latched = &latchedError{err: err}
+		db.logger.Errorf("write or flush failed, refusing writes until reopened: %v", err)
+	}
+	return db.latched
+}
+
+type latchedError struct{ err error }
+
+func (e *latchedError) Error() string { return ErrLatched.Error() + ": " + e.err.Error() }
+func (e *latchedError) Unwrap() []error {
+	return []error{ErrLatched, e.err}
+}
+
+// Update runs fn in a write transaction and commits it if fn returns nil,
+// or rolls it back if fn returns an error or panics. fn must not commit or
+// roll back the transaction itself.
+func (db *DB) Update(fn func(*Tx) error) error {
+	tx, err := db.Begin(true)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if tx.db != nil {
+			tx.rollback()
+		}
+	}()
+	tx.managed = true
+	err = fn(tx)
+	tx.managed = false
+	if err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// View runs fn in a read transaction. If the transaction met corrupt data
+// (which methods without an error return, like Get, record) View returns
+// that error even when fn returned nil.
+func (db *DB) View(fn func(*Tx) error) error {
+	tx, err := db.Begin(false)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if tx.db != nil {
+			tx.rollback()
+		}
+	}()
+	tx.managed = true
+	err = fn(tx)
+	tx.managed = false
+	corrupt := tx.env.Err
+	if rerr := tx.Rollback(); err == nil {
+		err = rerr
+	}
+	if err == nil {
+		err = corrupt
+	}
+	return err
+}
+
+// Sync flushes the file. Commits already flush (unless NoSync is set), so
+// this is only needed with NoSync.
+func (db *DB) Sync() error {
+	if db.readOnly {
+		return nil
+	}
+	db.writer.Lock()
+	defer db.writer.Unlock()
+	if db.isClosed() {
+		return ErrDatabaseNotOpen
+	}
+	if db.latched != nil {
+		return db.latched
+	}
+	if err := db.pager.Sync(vfs.SyncData); err != nil {
+		return db.latch(err)
+	}
+	return nil
+}
+
+func (db *DB) isClosed() bool {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.closed
+}
+
+// Close waits for open transactions to finish, then releases the file.
+func (db *DB) Close() error {
+	db.writer.Lock()
+	defer db.writer.Unlock()
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return nil
+	}
+	db.closed = true
+	for db.openReaders > 0 {
+		db.readersGone.Wait()
+	}
+	db.mu.Unlock()
+	var first error
+	if err := db.pager.Close(); err != nil {
+		first = err
+	}
+	if err := db.file.Unlock(); err != nil && first == nil {
+		first = err
+	}
+	if err := db.file.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}

@@ -1,0 +1,43 @@
+package rivet
+
+import rerrors "github.com/rivetkv/rivet/errors"
+
+// Error values, re-exported from github.com/rivetkv/rivet/errors so code
+// written against bbolt's root-package names keeps compiling. Each is the
+// same value as its counterpart there, so errors.Is works with either.
+//
+// Deprecated: use the values in github.com/rivetkv/rivet/errors (as bbolt
+// deprecates its root-package names in favour of go.etcd.io/bbolt/errors).
+var (
+	ErrDatabaseNotOpen    = rerrors.ErrDatabaseNotOpen
+	ErrInvalid            = rerrors.ErrInvalid
+	ErrInvalidMapping     = rerrors.ErrInvalidMapping
+	ErrVersionMismatch    = rerrors.ErrVersionMismatch
+	ErrChecksum           = rerrors.ErrChecksum
+	ErrTimeout            = rerrors.ErrTimeout
+	ErrTxNotWritable      = rerrors.ErrTxNotWritable
+	ErrTxClosed           = rerrors.ErrTxClosed
+	ErrDatabaseReadOnly   = rerrors.ErrDatabaseReadOnly
+	ErrFreePagesNotLoaded = rerrors.ErrFreePagesNotLoaded
+	ErrBucketNotFound     = rerrors.ErrBucketNotFound
+	ErrBucketExists       = rerrors.ErrBucketExists
+	ErrBucketNameRequired = rerrors.ErrBucketNameRequired
+	ErrKeyRequired        = rerrors.ErrKeyRequired
+	ErrKeyTooLarge        = rerrors.ErrKeyTooLarge
+	ErrValueTooLarge      = rerrors.ErrValueTooLarge
+	ErrIncompatibleValue  = rerrors.ErrIncompatibleValue
+)
+
+// ErrCorrupt is the class of every error caused by bytes in the file that
+// fail validation; concrete errors are *errors.CorruptError with the page id
+// and reason. Not deprecated: it is rivet's own.
+var ErrCorrupt = rerrors.ErrCorrupt
+
+// ErrLatched wraps the first failed write or flush; after it the DB refuses
+// writes until reopened.
+var ErrLatched = rerrors.ErrLatched
+
+var (
+	errDifferentDB = rerrors.ErrDifferentDB
+	errSameBuckets = rerrors.ErrSameBuckets
+)

@@ -1,0 +1,391 @@
+package btree
+
+import (
+	"bytes"
+	"sort"
+
+	"github.com/rivetkv/rivet/internal/page"
+)
+
+// elemRef is one level of a cursor's path: a node read from the map or a
+// materialised node, and the index of the element the path goes through.
+type elemRef struct {
+	page  page.Node
+	node  *node
+	index int
+}
+
+func (r *elemRef) isLeaf() bool {
+	if r.node != nil {
+		return r.node.leaf
+	}
+	return r.page.IsLeaf()
+}
+
+func (r *elemRef) count() int {
+	if r.node != nil {
+		return len(r.node.inodes)
+	}
+	return r.page.Count()
+}
+
+// Cursor walks a tree in key order. It survives changes to the tree made
+// while it is positioned: the next move re-seeks to the key it was on.
+type Cursor struct {
+	t     *Tree
+	stack []elemRef
+	mods  uint64 // t.mods when the stack was built
+	key   []byte // the key the cursor is on, for re-seeking
+}
+
+// Cursor returns a new cursor on the tree.
+func (t *Tree) Cursor() *Cursor {
+	t.env.Stats.CursorCount++
+	return &Cursor{t: t, stack: make([]elemRef, 0, 8)}
+}
+
+func (c *Cursor) fail(err error) {
+	c.t.env.fail(err)
+	c.stack = c.stack[:0]
+	c.key = nil
+}
+
+func (c *Cursor) pushRoot() bool {
+	c.stack = c.stack[:0]
+	c.mods = c.t.mods
+	if c.t.rootNode != nil {
+		c.stack = append(c.stack, elemRef{node: c.t.rootNode})
+		return true
+	}
+	if c.t.root.IsZero() {
+		return false
+	}
+	p, err := c.t.env.readNode(c.t.root)
+	if err != nil {
+		c.fail(err)
+		return false
+	}
+	c.stack = append(c.stack, elemRef{page: p})
+	return true
+}
+
+// pushChild descends into child i of the top branch.
+func (c *Cursor) pushChild(i int) bool {
+	if len(c.stack) >= MaxDepth {
+		c.fail(page.Corruptf(c.t.root.ID, "tree deeper than %d levels (cycle?)", MaxDepth))
+		return false
+	}
+	top := &c.stack[len(c.stack)-1]
+	var ref page.Ref
+	if top.node != nil {
+		ref = top.node.inodes[i].child
+	} else {
+		ref = top.page.BranchChild(i)
+		if ref.Txid > top.page.Header().Txid {
+			c.fail(page.Corruptf(top.page.ID(), "child %d written by txn %d, after its parent's txn %d", ref.ID, ref.Txid, top.page.Header().Txid))
+			return false
+		}
+	}
+	if n, ok := c.t.nodes[ref.ID]; ok {
+		c.stack = append(c.stack, elemRef{node: n, index: 0})
+		return true
+	}
+	p, err := c.t.env.readNode(ref)
+	if err != nil {
+		c.fail(err)
+		return false
+	}
+	c.stack = append(c.stack, elemRef{page: p})
+	return true
+}
+
+// descend follows the top's current element down to a leaf, choosing the
+// first (last=false) or last element at each new level.
+func (c *Cursor) descend(last bool) bool {
+	for {
+		top := &c.stack[len(c.stack)-1]
+		if top.isLeaf() {
+			return true
+		}
+		if top.count() == 0 {
+			c.fail(page.Corruptf(c.t.root.ID, "empty branch node"))
+			return false
+		}
+		if !c.pushChild(top.index) {
+			return false
+		}
+		if last {
+			nt := &c.stack[len(c.stack)-1]
+			nt.index = nt.count() - 1
+		}
+	}
+}
+
+// current returns the element under the cursor.
+func (c *Cursor) current() (key, value []byte, flags uint32, ok bool) {
+	if len(c.stack) == 0 {
+		return nil, nil, 0, false
+	}
+	top := &c.stack[len(c.stack)-1]
+	if top.index < 0 || top.index >= top.count() {
+		return nil, nil, 0, false
+	}
+	if top.node != nil {
+		in := &top.node.inodes[top.index]
+		c.key = in.key
+		return in.key, in.value, in.flags, true
+	}
+	f, k, v, err := top.page.LeafElem(top.index)
+	if err != nil {
+		c.fail(err)
+		return nil, nil, 0, false
+	}
+	c.key = k
+	return k, v, f, true
+}
+
+// First moves to the first element.
+func (c *Cursor) First() (key, value []byte, flags uint32, ok bool) {
+	if !c.pushRoot() || !c.descend(false) {
+		return nil, nil, 0, false
+	}
+	if c.stack[len(c.stack)-1].count() == 0 {
+		return c.next()
+	}
+	return c.current()
+}
+
+// Last moves to the last element.
+func (c *Cursor) Last() (key, value []byte, flags uint32, ok bool) {
+	if !c.pushRoot() {
+		return nil, nil, 0, false
+	}
+	c.stack[0].index = c.stack[0].count() - 1
+	if !c.descend(true) {
+		return nil, nil, 0, false
+	}
+	if c.stack[len(c.stack)-1].count() == 0 {
+		return c.prev()
+	}
+	return c.current()
+}
+
+// Next moves to the next element.
+func (c *Cursor) Next() (key, value []byte, flags uint32, ok bool) {
+	if len(c.stack) == 0 {
+		return nil, nil, 0, false
+	}
+	if c.mods != c.t.mods && c.key != nil {
+		was := c.key
+		k, v, f, ok := c.Seek(was)
+		if !ok || !bytes.Equal(k, was) {
+			// The key we were on is gone: its successor is next.
+			return k, v, f, ok
+		}
+	}
+	return c.next()
+}
+
+// Prev moves to the previous element.
+func (c *Cursor) Prev() (key, value []byte, flags uint32, ok bool) {
+	if len(c.stack) == 0 {
+		return nil, nil, 0, false
+	}
+	if c.mods != c.t.mods && c.key != nil {
+		c.search(c.key)
+		if len(c.stack) == 0 {
+			return nil, nil, 0, false
+		}
+	}
+	return c.prev()
+}
+
+func (c *Cursor) next() (key, value []byte, flags uint32, ok bool) {
+	for {
+		i := len(c.stack) - 1
+		for ; i >= 0; i-- {
+			e := &c.stack[i]
+			if e.index < e.count()-1 {
+				e.index++
+				break
+			}
+		}
+		if i < 0 {
+			// Past the end: stay on the last leaf, one beyond its last element.
+			top := &c.stack[len(c.stack)-1]
+			top.index = top.count()
+			return nil, nil, 0, false
+		}
+		c.stack = c.stack[:i+1]
+		if !c.descend(false) {
+			return nil, nil, 0, false
+		}
+		if c.stack[len(c.stack)-1].count() == 0 {
+			continue
+		}
+		return c.current()
+	}
+}
+
+func (c *Cursor) prev() (key, value []byte, flags uint32, ok bool) {
+	for {
+		i := len(c.stack) - 1
+		for ; i >= 0; i-- {
+			e := &c.stack[i]
+			if e.index > e.count() {
+				e.index = e.count()
+			}
+			if e.index > 0 {
+				e.index--
+				break
+			}
+		}
+		if i < 0 {
+			top := &c.stack[len(c.stack)-1]
+			top.index = -1
+			return nil, nil, 0, false
+		}
+		c.stack = c.stack[:i+1]
+		if !c.descend(true) {
+			return nil, nil, 0, false
+		}
+		if c.stack[len(c.stack)-1].count() == 0 {
+			continue
+		}
+		return c.current()
+	}
+}
+
+// search positions the path at the leaf where key is or would be inserted.
+func (c *Cursor) search(key []byte) {
+	if !c.pushRoot() {
+		return
+	}
+	for {
+		top := &c.stack[len(c.stack)-1]
+		n := top.count()
+		if top.isLeaf() {
+			top.index = c.searchLeaf(top, key, n)
+			return
+		}
+		// The last element whose key is <= key.
+		idx := sort.Search(n, func(i int) bool { return bytes.Compare(c.branchKey(top, i), key) > 0 })
+		if c.t.env.Err != nil {
+			c.fail(c.t.env.Err)
+			return
+		}
+		if idx > 0 {
+			idx--
+		}
+		top.index = idx
+		if n == 0 {
+			c.fail(page.Corruptf(c.t.root.ID, "empty branch node"))
+			return
+		}
+		if !c.pushChild(idx) {
+			return
+		}
+	}
+}
+
+func (c *Cursor) searchLeaf(top *elemRef, key []byte, n int) int {
+	if top.node != nil {
+		i, _ := top.node.search(key)
+		return i
+	}
+	return sort.Search(n, func(i int) bool {
+		k, err := top.page.LeafKey(i)
+		if err != nil {
+			c.t.env.fail(err)
+			return true
+		}
+		return bytes.Compare(k, key) >= 0
+	})
+}
+
+func (c *Cursor) branchKey(top *elemRef, i int) []byte {
+	if top.node != nil {
+		return top.node.inodes[i].key
+	}
+	k, err := top.page.BranchKey(i)
+	if err != nil {
+		c.t.env.fail(err)
+		return nil
+	}
+	return k
+}
+
+// Seek moves to the first element whose key is >= key.
+func (c *Cursor) Seek(key []byte) (k, value []byte, flags uint32, ok bool) {
+	c.search(key)
+	if len(c.stack) == 0 {
+		return nil, nil, 0, false
+	}
+	top := &c.stack[len(c.stack)-1]
+	if top.index >= top.count() {
+		return c.next()
+	}
+	return c.current()
+}
+
+// node materialises the path to the cursor's leaf and returns the leaf.
+func (c *Cursor) node() (*node, error) {
+	if len(c.stack) == 0 {
+		return c.t.rootForWrite()
+	}
+	if top := c.stack[len(c.stack)-1]; top.node != nil && top.node.leaf {
+		return top.node, nil
+	}
+	n, err := c.t.rootForWrite()
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < len(c.stack)-1; i++ {
+		if n.leaf {
+			err := page.Corruptf(c.t.root.ID, "leaf above the bottom of the tree")
+			c.t.env.fail(err)
+			return nil, err
+		}
+		if n, err = n.childAt(c.stack[i].index); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// Delete removes the element under the cursor. A following Next returns the
+// element after it.
+func (c *Cursor) Delete() error {
+	_, v, flags, ok := c.Current()
+	if !ok {
+		return nil
+	}
+	return c.deleteCurrent(v, flags)
+}
+
+func (c *Cursor) deleteCurrent(value []byte, flags uint32) error {
+	key := c.key
+	n, err := c.node()
+	if err != nil {
+		return err
+	}
+	if flags&page.FlagBlob != 0 && flags&flagPendingBlob == 0 {
+		c.t.deferFreeBlob(value)
+	}
+	n.del(key)
+	c.t.mods++
+	return nil
+}
+
+// Current returns the element under the cursor without moving.
+func (c *Cursor) Current() (key, value []byte, flags uint32, ok bool) {
+	if c.mods != c.t.mods && c.key != nil {
+		was := c.key
+		k, v, f, ok := c.Seek(was)
+		if !ok || !bytes.Equal(k, was) {
+			return nil, nil, 0, false
+		}
+		return k, v, f, ok
+	}
+	return c.current()
+}

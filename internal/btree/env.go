@@ -1,0 +1,98 @@
+// Package btree is rivet's copy-on-write B+tree: it reads nodes straight from
+// the memory map, materialises the nodes a write transaction changes, and at
+// commit rebalances and spills them bottom-up into freshly allocated runs so
+// each parent records its children's new page ids and checksums.
+//
+// A Tree is one bucket's tree. Nesting (bucket records inside leaves) is the
+// caller's business: the tree stores a bucket record as an opaque 32-byte
+// value flagged page.FlagBucket.
+//
+// Nothing read from disk may panic here: every node is validated by
+// internal/page before use, descent depth is capped at MaxDepth, and a child
+// must not be newer than its parent. The first corruption found is recorded
+// in Env.Err (methods without an error return, like cursor moves, then
+// behave as if the tree ended) and the transaction reports it.
+package btree
+
+import (
+	"github.com/rivetkv/rivet/internal/page"
+)
+
+// MaxDepth caps every descent. A real tree of 4 KiB pages holding 2^64 keys
+// is under 20 levels deep; a deeper path can only come from a corrupt file
+// (for example branch pages that form a cycle).
+const MaxDepth = 64
+
+// Allocator hands out and takes back page runs for a write transaction.
+type Allocator interface {
+	// Allocate returns the first page of a free run of n contiguous pages.
+	Allocate(n uint64) (page.ID, error)
+	// Free releases a run that the transaction's snapshot references.
+	Free(id page.ID, n uint64) error
+}
+
+// Run is a run of pages to write: len(Data) is a multiple of the page size.
+type Run struct {
+	ID   page.ID
+	Data []byte
+}
+
+// Env is what the trees of one transaction share.
+type Env struct {
+	// Data is the memory map (the file's bytes from offset 0), valid for the
+	// life of the transaction.
+	Data []byte
+	// PageSize is the file's page size.
+	PageSize int
+	// HWM bounds every page id read (the snapshot's high-water mark).
+	HWM uint64
+	// Txid is the snapshot's txid (read txn) or the txid being committed.
+	Txid uint64
+	// Alloc is nil for read transactions.
+	Alloc Allocator
+	// Runs collects the runs spilled by the transaction, to be written at commit.
+	Runs []Run
+	// Err is the first corruption met; sticky.
+	Err error
+
+	// Stats counted for TxStats.
+	Stats Stats
+}
+
+// Stats are per-transaction tree counters (bbolt's TxStats fields).
+type Stats struct {
+	PageCount     int64 // pages allocated
+	PageAlloc     int64 // bytes allocated
+	CursorCount   int64
+	NodeCount     int64 // nodes materialised
+	NodeDeref     int64
+	Rebalance     int64
+	Split         int64
+	Spill         int64
+	Write         int64 // runs spilled
+	RebalanceTime int64 // nanoseconds
+	SpillTime     int64 // nanoseconds
+}
+
+// fail records err as the transaction's corruption if it is the first.
+func (e *Env) fail(err error) {
+	if e.Err == nil {
+		e.Err = err
+	}
+}
+
+// Writable reports whether the environment belongs to a write transaction.
+func (e *Env) Writable() bool { return e.Alloc != nil }
+
+// readNode returns the validated node ref points to.
+func (e *Env) readNode(ref page.Ref) (page.Node, error) {
+	return page.ReadNode(e.Data, e.PageSize, ref.ID, ref.Txid, e.HWM)
+}
+
+// MaxInlineValue returns the longest value stored inside a leaf; longer
+// values are blobs (docs/design.md §2.4).
+func (e *Env) MaxInlineValue() int { return e.PageSize / 4 }
+
+// maxExtentPages caps one blob extent so that it fits a fragmented region
+// and so freeing a huge value returns runs the allocator can reuse.
+const maxExtentPages = 4096

@@ -1,0 +1,167 @@
+package btree
+
+import (
+	"bytes"
+	"sort"
+
+	"github.com/rivetkv/rivet/internal/page"
+)
+
+// flagPendingBlob marks, in memory only, a leaf value longer than the inline
+// limit that has not been written as a blob yet. Spill replaces it with
+// page.FlagBlob and the encoded reference. It never reaches the disk.
+const flagPendingBlob uint32 = 1 << 31
+
+// inode is one element of a materialised node.
+type inode struct {
+	flags uint32
+	key   []byte
+	value []byte   // leaf: plain value, bucket record, blob ref, or pending blob bytes
+	child page.Ref // branch: the child
+}
+
+// node is a materialised (writable) node. Its keys and values may alias the
+// memory map; that is safe because the map stays valid for the transaction
+// and committed pages are never rewritten (docs/design.md §6, invariant 1).
+type node struct {
+	tree       *Tree
+	leaf       bool
+	orig       page.Ref // the run it was read from; zero for a new node
+	origPages  uint64
+	parent     *node
+	children   []*node // materialised children, spilled before the node
+	key        []byte  // the key the parent knows this node by
+	inodes     []inode
+	unbalanced bool
+	spilled    bool
+	fresh      bool // a root created by splitting the old root
+	removed    bool // merged away or emptied: no longer in the tree
+}
+
+func (n *node) minKeys() int {
+	if n.leaf {
+		return 1
+	}
+	return 2
+}
+
+func (n *node) size() int {
+	es := page.LeafElemSize
+	if !n.leaf {
+		es = page.BranchElemSize
+	}
+	sz := page.HeaderSize + len(n.inodes)*es
+	for i := range n.inodes {
+		sz += len(n.inodes[i].key) + n.valueSize(i)
+	}
+	return sz
+}
+
+func (n *node) valueSize(i int) int {
+	if !n.leaf {
+		return 0
+	}
+	if n.inodes[i].flags&flagPendingBlob != 0 {
+		return page.RecordSize
+	}
+	return len(n.inodes[i].value)
+}
+
+// sizeLessThan reports whether size() < v, stopping early.
+func (n *node) sizeLessThan(v int) bool {
+	es := page.LeafElemSize
+	if !n.leaf {
+		es = page.BranchElemSize
+	}
+	sz := page.HeaderSize + len(n.inodes)*es
+	for i := range n.inodes {
+		sz += len(n.inodes[i].key) + n.valueSize(i)
+		if sz >= v {
+			return false
+		}
+	}
+	return true
+}
+
+func (n *node) search(key []byte) (int, bool) {
+	i := sort.Search(len(n.inodes), func(i int) bool { return bytes.Compare(n.inodes[i].key, key) >= 0 })
+	return i, i < len(n.inodes) && bytes.Equal(n.inodes[i].key, key)
+}
+
+// childAt materialises the child at index i of a branch.
+func (n *node) childAt(i int) (*node, error) {
+	return n.tree.materialize(n.inodes[i].child, n, n.inodes[i].key)
+}
+
+func (n *node) childIndex(c *node) int {
+	i, _ := n.search(c.key)
+	return i
+}
+
+// put inserts or replaces the element with key oldKey.
+func (n *node) put(oldKey, newKey []byte, in inode) {
+	i, exact := n.search(oldKey)
+	in.key = newKey
+	if !exact {
+		n.inodes = append(n.inodes, inode{})
+		copy(n.inodes[i+1:], n.inodes[i:])
+	}
+	n.inodes[i] = in
+}
+
+// del removes the element with key, if present, and reports whether it did.
+func (n *node) del(key []byte) bool {
+	i, exact := n.search(key)
+	if !exact {
+		return false
+	}
+	n.inodes = append(n.inodes[:i], n.inodes[i+1:]...)
+	n.unbalanced = true
+	return true
+}
+
+func (n *node) removeChild(c *node) {
+	for i, x := range n.children {
+		if x == c {
+			n.children = append(n.children[:i], n.children[i+1:]...)
+			return
+		}
+	}
+}
+
+// load fills a node from its validated page.
+func (n *node) load(p page.Node) error {
+	n.leaf = p.IsLeaf()
+	n.inodes = make([]inode, p.Count())
+	for i := range n.inodes {
+		in := &n.inodes[i]
+		if n.leaf {
+			flags, k, v, err := p.LeafElem(i)
+			if err != nil {
+				return err
+			}
+			in.flags, in.key, in.value = flags, k, v
+		} else {
+			k, err := p.BranchKey(i)
+			if err != nil {
+				return err
+			}
+			in.key = k
+			in.child = p.BranchChild(i)
+		}
+	}
+	if len(n.inodes) > 0 {
+		n.key = n.inodes[0].key
+	}
+	return nil
+}
+
+// free releases the node's original run, once.
+func (n *node) free() error {
+	if n.orig.ID == 0 {
+		return nil
+	}
+	id, pages := n.orig.ID, n.origPages
+	n.orig = page.Ref{}
+	return n.tree.env.Alloc.Free(id, pages)
+}

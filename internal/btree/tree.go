@@ -1,0 +1,458 @@
+package btree
+
+import (
+	"bytes"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/rivetkv/rivet/internal/page"
+)
+
+// DefaultFillPercent is how full spill packs split nodes (bbolt's default).
+const DefaultFillPercent = 0.5
+
+// Tree is one bucket's B+tree inside a transaction.
+type Tree struct {
+	env      *Env
+	root     page.Ref // the committed root (zero: empty)
+	rootNode *node    // materialised root, once anything changed
+	nodes    map[page.ID]*node
+	// mods counts structural changes, so cursors know to re-seek.
+	mods uint64
+	// deferred frees of committed runs that this transaction unlinked:
+	// overwritten blobs and deleted nested buckets. They run at Spill, not
+	// when unlinked, so that a tree discarded later (its bucket deleted)
+	// does not free them a second time through FreeAll.
+	deferred []func() error
+
+	// FillPercent is the fill threshold used when splitting nodes.
+	FillPercent float64
+}
+
+// Open returns the tree rooted at root.
+func Open(env *Env, root page.Ref) *Tree {
+	return &Tree{env: env, root: root, FillPercent: DefaultFillPercent}
+}
+
+// Env returns the transaction environment.
+func (t *Tree) Env() *Env { return t.env }
+
+// Root returns the tree's root reference: the committed one, or after Spill
+// the new one.
+func (t *Tree) Root() page.Ref { return t.root }
+
+// Dirty reports whether the tree was changed in this transaction.
+func (t *Tree) Dirty() bool { return t.rootNode != nil || len(t.deferred) > 0 }
+
+// deferFreeBlob frees the committed blob referenced by raw at Spill.
+func (t *Tree) deferFreeBlob(raw []byte) {
+	t.deferred = append(t.deferred, func() error { return t.freeBlob(raw) })
+}
+
+// DeferFreeAll frees, at Spill, every run of the committed tree rooted at
+// root (a nested bucket this transaction deleted).
+func (t *Tree) DeferFreeAll(root page.Ref) {
+	if root.IsZero() {
+		return
+	}
+	t.deferred = append(t.deferred, func() error { return FreeAll(t.env, root) })
+}
+
+// materialize returns the writable node for ref, reading it if needed.
+func (t *Tree) materialize(ref page.Ref, parent *node, key []byte) (*node, error) {
+	if n, ok := t.nodes[ref.ID]; ok {
+		return n, nil
+	}
+	p, err := t.env.readNode(ref)
+	if err != nil {
+		t.env.fail(err)
+		return nil, err
+	}
+	n := &node{tree: t, parent: parent, orig: ref, origPages: p.Header().Pages()}
+	if err := n.load(p); err != nil {
+		t.env.fail(err)
+		return nil, err
+	}
+	if parent != nil {
+		// The parent knows the node by the parent's key, which after deletes
+		// in this txn may differ from the node's current first key.
+		n.key = key
+	}
+	if t.nodes == nil {
+		t.nodes = make(map[page.ID]*node)
+	}
+	t.nodes[ref.ID] = n
+	if parent == nil {
+		t.rootNode = n
+	} else {
+		parent.children = append(parent.children, n)
+	}
+	t.env.Stats.NodeCount++
+	return n, nil
+}
+
+// rootForWrite returns the materialised root, creating an empty leaf for an
+// empty tree.
+func (t *Tree) rootForWrite() (*node, error) {
+	if t.rootNode != nil {
+		return t.rootNode, nil
+	}
+	if t.root.IsZero() {
+		t.rootNode = &node{tree: t, leaf: true}
+		return t.rootNode, nil
+	}
+	return t.materialize(t.root, nil, nil)
+}
+
+// Get returns the flags and raw value stored under key.
+func (t *Tree) Get(key []byte) (value []byte, flags uint32, found bool) {
+	c := t.Cursor()
+	k, v, f, ok := c.Seek(key)
+	if !ok || !bytes.Equal(k, key) {
+		return nil, 0, false
+	}
+	return v, f, true
+}
+
+// Put stores value under key with flags (0, page.FlagBucket). Values longer
+// than the inline limit become blobs at spill. The key is copied; the value
+// must stay valid for the transaction (bbolt's contract).
+func (t *Tree) Put(key, value []byte, flags uint32) error {
+	if !t.env.Writable() {
+		return errors.New("btree: put in a read transaction")
+	}
+	// search, not Seek: Seek moves past the end of a leaf to the next one,
+	// but a key that sorts after a leaf's last key belongs in that leaf.
+	c := t.Cursor()
+	c.search(key)
+	if t.env.Err != nil {
+		return t.env.Err
+	}
+	n, err := c.node()
+	if err != nil {
+		return err
+	}
+	i, exact := n.search(key)
+	if exact && n.inodes[i].flags&page.FlagBlob != 0 && n.inodes[i].flags&flagPendingBlob == 0 {
+		t.deferFreeBlob(n.inodes[i].value)
+	}
+	if flags == 0 && len(value) > t.env.MaxInlineValue() {
+		flags = flagPendingBlob
+	}
+	// The tree keeps its own copy of the key: the caller may reuse its slice.
+	var nk []byte
+	if exact {
+		nk = n.inodes[i].key
+	} else {
+		nk = bytes.Clone(key)
+	}
+	n.put(key, nk, inode{flags: flags, value: value})
+	t.mods++
+	return nil
+}
+
+// Delete removes key; it reports whether the key existed.
+func (t *Tree) Delete(key []byte) (bool, error) {
+	if !t.env.Writable() {
+		return false, errors.New("btree: delete in a read transaction")
+	}
+	c := t.Cursor()
+	c.search(key)
+	k, v, flags, ok := c.current()
+	if t.env.Err != nil {
+		return false, t.env.Err
+	}
+	if !ok || !bytes.Equal(k, key) {
+		return false, nil
+	}
+	return true, c.deleteCurrent(v, flags)
+}
+
+// Rebalance merges underfilled nodes. Call once after all changes, before Spill.
+func (t *Tree) Rebalance() error {
+	if t.rootNode == nil {
+		return nil
+	}
+	start := time.Now()
+	defer func() { t.env.Stats.RebalanceTime += int64(time.Since(start)) }()
+	// Collect first: rebalancing removes entries from t.nodes.
+	var ns []*node
+	for _, n := range t.nodes {
+		ns = append(ns, n)
+	}
+	if t.rootNode.orig.ID == 0 {
+		ns = append(ns, t.rootNode)
+	}
+	for _, n := range ns {
+		if err := t.rebalance(n); err != nil {
+			return err
+		}
+	}
+	return t.env.Err
+}
+
+func (t *Tree) rebalance(n *node) error {
+	if !n.unbalanced || n.removed {
+		return nil
+	}
+	n.unbalanced = false
+	t.env.Stats.Rebalance++
+	threshold := t.env.PageSize / 4
+	if !n.sizeLessThan(threshold+1) && len(n.inodes) > n.minKeys() {
+		return nil
+	}
+	if n.parent == nil {
+		// A branch root with one child collapses into that child.
+		if !n.leaf && len(n.inodes) == 1 {
+			child, err := n.childAt(0)
+			if err != nil {
+				return err
+			}
+			n.leaf = child.leaf
+			n.inodes = child.inodes
+			n.children = child.children
+			for _, in := range n.inodes {
+				if gc, ok := t.nodes[in.child.ID]; ok && !n.leaf {
+					gc.parent = n
+				}
+			}
+			for _, gc := range n.children {
+				gc.parent = n
+			}
+			child.parent = nil
+			child.removed = true
+			delete(t.nodes, child.orig.ID)
+			if err := child.free(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	parent := n.parent
+	if len(n.inodes) == 0 {
+		parent.del(n.key)
+		parent.removeChild(n)
+		n.removed = true
+		delete(t.nodes, n.orig.ID)
+		if err := n.free(); err != nil {
+			return err
+		}
+		return t.rebalance(parent)
+	}
+	if len(parent.inodes) < 2 {
+		return t.rebalance(parent)
+	}
+	// Merge with a sibling: the right one, or the left one for the last child.
+	idx := parent.childIndex(n)
+	var target, source *node
+	var err error
+	if idx == 0 {
+		target = n
+		source, err = parent.childAt(1)
+	} else {
+		source = n
+		target, err = parent.childAt(idx - 1)
+	}
+	if err != nil {
+		return err
+	}
+	if source.leaf != target.leaf {
+		err := page.Corruptf(source.orig.ID, "siblings at one level are leaf and branch")
+		t.env.fail(err)
+		return err
+	}
+	for _, in := range source.inodes {
+		if gc, ok := t.nodes[in.child.ID]; ok && !source.leaf {
+			gc.parent.removeChild(gc)
+			gc.parent = target
+			target.children = append(target.children, gc)
+		}
+	}
+	target.inodes = append(target.inodes, source.inodes...)
+	parent.del(source.key)
+	parent.removeChild(source)
+	source.removed = true
+	delete(t.nodes, source.orig.ID)
+	if err := source.free(); err != nil {
+		return err
+	}
+	target.unbalanced = true
+	if err := t.rebalance(target); err != nil {
+		return err
+	}
+	return t.rebalance(parent)
+}
+
+// Spill writes every changed node into new runs (appended to Env.Runs) and
+// updates the tree's root reference.
+func (t *Tree) Spill() error {
+	for _, free := range t.deferred {
+		if err := free(); err != nil {
+			return err
+		}
+	}
+	t.deferred = nil
+	if t.rootNode == nil {
+		return nil
+	}
+	start := time.Now()
+	defer func() { t.env.Stats.SpillTime += int64(time.Since(start)) }()
+	root := t.rootNode
+	if len(root.inodes) == 0 {
+		// An empty tree has no pages.
+		if err := root.free(); err != nil {
+			return err
+		}
+		t.root = page.Ref{}
+		t.reset()
+		return nil
+	}
+	if err := t.spill(root); err != nil {
+		return err
+	}
+	t.reset()
+	return t.env.Err
+}
+
+// reset drops the materialised nodes after a spill.
+func (t *Tree) reset() {
+	t.rootNode = nil
+	t.nodes = nil
+	t.mods++
+}
+
+func (t *Tree) spill(n *node) error {
+	if n.spilled {
+		return nil
+	}
+	// Children first, in key order, so every parent records final checksums.
+	sort.Slice(n.children, func(i, j int) bool {
+		return bytes.Compare(n.children[i].inodes[0].key, n.children[j].inodes[0].key) < 0
+	})
+	for i := 0; i < len(n.children); i++ {
+		if err := t.spill(n.children[i]); err != nil {
+			return err
+		}
+	}
+	n.children = nil
+	if n.leaf {
+		if err := t.writeBlobs(n); err != nil {
+			return err
+		}
+	}
+	parts := t.split(n)
+	if err := n.free(); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		ref, err := t.write(p)
+		if err != nil {
+			return err
+		}
+		p.spilled = true
+		if p.parent != nil {
+			key := p.key
+			if key == nil {
+				key = p.inodes[0].key
+			}
+			p.parent.put(key, p.inodes[0].key, inode{child: ref})
+			p.key = p.inodes[0].key
+		} else {
+			t.root = ref
+		}
+	}
+	t.env.Stats.Spill++
+	// A root that split got a fresh branch parent in split: spill it now,
+	// after all its children have their final references.
+	if p := n.parent; p != nil && p.fresh && !p.spilled {
+		p.children = nil
+		return t.spill(p)
+	}
+	return nil
+}
+
+// split cuts n into nodes of about FillPercent of a page each, when it does
+// not fit one page. Parts after the first share n's parent; a root that
+// splits gets a new branch parent.
+func (t *Tree) split(n *node) []*node {
+	ps := t.env.PageSize
+	if len(n.inodes) <= n.minKeys()*2 || n.sizeLessThan(ps+1) {
+		return []*node{n}
+	}
+	fill := t.FillPercent
+	if fill < 0.1 {
+		fill = 0.1
+	} else if fill > 1 {
+		fill = 1
+	}
+	threshold := int(float64(ps) * fill)
+	es := page.LeafElemSize
+	if !n.leaf {
+		es = page.BranchElemSize
+	}
+	var parts []*node
+	all := n.inodes
+	start := 0
+	size := page.HeaderSize
+	for i := range all {
+		el := es + len(all[i].key) + n.valueSize(i)
+		remaining := len(all) - i
+		if i-start >= n.minKeys() && remaining >= n.minKeys() && size+el > threshold {
+			part := &node{tree: t, leaf: n.leaf, inodes: all[start:i:i]}
+			parts = append(parts, part)
+			start = i
+			size = page.HeaderSize
+		}
+		size += el
+	}
+	parts = append(parts, &node{tree: t, leaf: n.leaf, inodes: all[start:]})
+	if len(parts) == 1 {
+		return []*node{n}
+	}
+	t.env.Stats.Split++
+	// The first part keeps n's identity (its key in the parent).
+	n.inodes = parts[0].inodes
+	parts[0] = n
+	if n.parent == nil {
+		root := &node{tree: t, leaf: false, fresh: true}
+		n.parent = root
+		root.children = []*node{n}
+		t.rootNode = root
+	}
+	for _, p := range parts[1:] {
+		p.parent = n.parent
+		p.key = nil
+	}
+	return parts
+}
+
+// write allocates a run for n, encodes it and queues it.
+func (t *Tree) write(n *node) (page.Ref, error) {
+	ps := t.env.PageSize
+	size := n.size()
+	pages := page.RunPages(size, ps)
+	id, err := t.env.Alloc.Allocate(pages)
+	if err != nil {
+		return page.Ref{}, err
+	}
+	buf := make([]byte, pages*uint64(ps))
+	if n.leaf {
+		elems := make([]page.LeafElem, len(n.inodes))
+		for i, in := range n.inodes {
+			elems[i] = page.LeafElem{Flags: in.flags, Key: in.key, Value: in.value}
+		}
+		page.EncodeLeaf(buf, ps, id, t.env.Txid, elems)
+	} else {
+		elems := make([]page.BranchElem, len(n.inodes))
+		for i, in := range n.inodes {
+			elems[i] = page.BranchElem{Key: in.key, Child: in.child}
+		}
+		page.EncodeBranch(buf, ps, id, t.env.Txid, elems)
+	}
+	t.env.Runs = append(t.env.Runs, Run{ID: id, Data: buf})
+	t.env.Stats.PageCount += int64(pages)
+	t.env.Stats.PageAlloc += int64(len(buf))
+	t.env.Stats.Write++
+	return page.Ref{ID: id, Txid: t.env.Txid, Checksum: page.Checksum(buf)}, nil
+}

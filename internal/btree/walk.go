@@ -1,0 +1,226 @@
+package btree
+
+import (
+	"bytes"
+
+	"github.com/rivetkv/rivet/internal/page"
+)
+
+// Walker visits the runs of committed trees, validating as it goes. Check
+// uses it over the whole file; recovery uses it to verify only what the last
+// sync point wrote (docs/design.md §3.3).
+type Walker struct {
+	// Fetch returns the bytes of pages pages starting at id.
+	Fetch    func(id page.ID, pages uint64) ([]byte, error)
+	PageSize int
+	HWM      uint64
+	// All visits every run; otherwise only children whose recorded txid is
+	// greater than MinTxid are visited (their parents are, too).
+	All     bool
+	MinTxid uint64
+	// VerifyChecksums compares each run's CRC-32C with its parent's record.
+	VerifyChecksums bool
+	// Visit, if set, is called once for every run reached.
+	Visit func(id page.ID, pages uint64, t page.Type)
+	// Report receives each problem found; returning false stops the walk.
+	// If nil, the walk stops at the first problem.
+	Report func(err error) bool
+
+	stopped bool
+	first   error
+}
+
+// Walk visits the tree rooted at root (the root bucket's tree, say) and every
+// nested bucket tree and blob below it. It returns the first problem found.
+func (w *Walker) Walk(root page.Ref) error {
+	if !root.IsZero() && w.want(root.Txid) {
+		w.node(root, 0, nil, nil)
+	}
+	return w.first
+}
+
+func (w *Walker) want(txid uint64) bool { return w.All || txid > w.MinTxid }
+
+func (w *Walker) report(err error) {
+	if w.first == nil {
+		w.first = err
+	}
+	if w.Report == nil || !w.Report(err) {
+		w.stopped = true
+	}
+}
+
+func (w *Walker) fetchRun(id page.ID, t page.Type) ([]byte, page.Header, error) {
+	if id < 2 || id >= w.HWM {
+		return nil, page.Header{}, page.Corruptf(id, "%v page id outside [2, %d)", t, w.HWM)
+	}
+	first, err := w.Fetch(id, 1)
+	if err != nil {
+		return nil, page.Header{}, err
+	}
+	h, err := page.ReadHeader(id, first)
+	if err != nil {
+		return nil, h, err
+	}
+	if h.Pages() > w.HWM-id {
+		return nil, h, page.Corruptf(id, "run of %d pages passes the high-water mark %d", h.Pages(), w.HWM)
+	}
+	if h.Pages() == 1 {
+		return first, h, nil
+	}
+	run, err := w.Fetch(id, h.Pages())
+	return run, h, err
+}
+
+func (w *Walker) node(ref page.Ref, depth int, lo, hi []byte) {
+	if w.stopped {
+		return
+	}
+	if depth >= MaxDepth {
+		w.report(page.Corruptf(ref.ID, "tree deeper than %d levels (cycle?)", MaxDepth))
+		return
+	}
+	run, _, err := w.fetchRun(ref.ID, page.TypeLeaf)
+	if err != nil {
+		w.report(err)
+		return
+	}
+	n, err := page.NodeFromBuffer(run, w.PageSize, ref.ID, ref.Txid, w.HWM)
+	if err != nil {
+		w.report(err)
+		return
+	}
+	if w.VerifyChecksums {
+		if got := page.Checksum(n.Bytes()); got != ref.Checksum {
+			w.report(page.Corruptf(ref.ID, "checksum %08x, parent recorded %08x", got, ref.Checksum))
+			return
+		}
+	}
+	h := n.Header()
+	if w.Visit != nil {
+		w.Visit(ref.ID, h.Pages(), h.Type)
+	}
+	var prev []byte
+	for i := 0; i < n.Count() && !w.stopped; i++ {
+		var key []byte
+		if n.IsLeaf() {
+			key, err = n.LeafKey(i)
+		} else {
+			key, err = n.BranchKey(i)
+		}
+		if err != nil {
+			w.report(err)
+			return
+		}
+		if prev != nil && bytes.Compare(prev, key) >= 0 {
+			w.report(page.Corruptf(ref.ID, "key %d (%q) not after key %d (%q)", i, trim(key), i-1, trim(prev)))
+		}
+		if lo != nil && bytes.Compare(key, lo) < 0 {
+			w.report(page.Corruptf(ref.ID, "key %d (%q) below its parent's separator %q", i, trim(key), trim(lo)))
+		}
+		if hi != nil && bytes.Compare(key, hi) >= 0 {
+			w.report(page.Corruptf(ref.ID, "key %d (%q) not below the next separator %q", i, trim(key), trim(hi)))
+		}
+		prev = key
+		if !n.IsLeaf() {
+			child := n.BranchChild(i)
+			if child.Txid > h.Txid {
+				w.report(page.Corruptf(ref.ID, "child %d written by txn %d, after its parent's txn %d", child.ID, child.Txid, h.Txid))
+				continue
+			}
+			if !w.want(child.Txid) {
+				continue
+			}
+			var next []byte
+			if i+1 < n.Count() {
+				if next, err = n.BranchKey(i + 1); err != nil {
+					w.report(err)
+					return
+				}
+			} else {
+				next = hi
+			}
+			w.node(child, depth+1, key, next)
+			continue
+		}
+		flags, _, v, err := n.LeafElem(i)
+		if err != nil {
+			w.report(err)
+			return
+		}
+		switch flags {
+		case page.FlagBucket:
+			rec, err := page.DecodeBucketRecord(ref.ID, v)
+			if err != nil {
+				w.report(err)
+				continue
+			}
+			if rec.Root.Txid > h.Txid {
+				w.report(page.Corruptf(ref.ID, "bucket root %d written by txn %d, after its parent's txn %d", rec.Root.ID, rec.Root.Txid, h.Txid))
+				continue
+			}
+			if !rec.Root.IsZero() && w.want(rec.Root.Txid) {
+				w.node(rec.Root, depth+1, nil, nil)
+			}
+		case page.FlagBlob:
+			b, err := page.DecodeBlobRef(ref.ID, v)
+			if err != nil {
+				w.report(err)
+				continue
+			}
+			if b.First.Txid > h.Txid {
+				w.report(page.Corruptf(ref.ID, "blob %d written by txn %d, after its leaf's txn %d", b.First.ID, b.First.Txid, h.Txid))
+				continue
+			}
+			if w.want(b.First.Txid) {
+				w.blob(b)
+			}
+		}
+	}
+}
+
+func (w *Walker) blob(b page.BlobRef) {
+	cur := b.First
+	var total uint64
+	for cur.ID != 0 && !w.stopped {
+		if uint64(cur.Pages) > w.HWM || cur.ID >= w.HWM {
+			w.report(page.Corruptf(cur.ID, "blob extent of %d pages outside the file", cur.Pages))
+			return
+		}
+		run, err := w.Fetch(cur.ID, uint64(cur.Pages))
+		if err != nil {
+			w.report(err)
+			return
+		}
+		ext, err := page.ReadBlobExtent(run, cur.ID, w.PageSize, cur, w.HWM)
+		if err != nil {
+			w.report(err)
+			return
+		}
+		if w.VerifyChecksums {
+			if got := page.Checksum(ext.Run); got != cur.Checksum {
+				w.report(page.Corruptf(cur.ID, "blob checksum %08x, parent recorded %08x", got, cur.Checksum))
+				return
+			}
+		}
+		if w.Visit != nil {
+			w.Visit(cur.ID, uint64(cur.Pages), page.TypeBlob)
+		}
+		total += uint64(len(ext.Payload))
+		if len(ext.Payload) == 0 || total > b.Length {
+			w.report(page.Corruptf(cur.ID, "blob chain does not add up to %d bytes", b.Length))
+			return
+		}
+		cur = ext.Next
+	}
+	if total != b.Length && !w.stopped {
+		w.report(page.Corruptf(b.First.ID, "blob chain holds %d bytes, reference says %d", total, b.Length))
+	}
+}
+
+func trim(b []byte) []byte {
+	if len(b) > 32 {
+		return b[:32]
+	}
+	return b
+}

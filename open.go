@@ -1,0 +1,401 @@
+package rivet
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+	"unsafe"
+
+	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/btree"
+	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/internal/pager"
+	"github.com/rivetkv/rivet/internal/spacemap"
+	"github.com/rivetkv/rivet/internal/vfs"
+)
+
+func pointerOf(b []byte) unsafe.Pointer { return unsafe.Pointer(&b[0]) }
+
+// Open opens the database file at path, creating it with mode if it does not
+// exist. It reads the two meta pages and, if the last commit may be torn,
+// the pages that commit wrote — nothing proportional to the file's size.
+//
+// A file another process holds for writing makes Open wait (Options.Timeout,
+// zero = forever) and then fail with errors.ErrTimeout.
+func Open(path string, mode os.FileMode, options *Options) (*DB, error) {
+	fs := vfs.OS()
+	if options != nil && options.OpenFile != nil {
+		fs = vfs.OSWithOpener(options.OpenFile)
+	}
+	return openFS(fs, path, mode, options)
+}
+
+// openFS opens a database through a file seam (tests pass in-memory and
+// crash-simulating file systems).
+func openFS(fs vfs.FS, path string, mode os.FileMode, options *Options) (*DB, error) {
+	if options == nil {
+		options = DefaultOptions
+	}
+	opts := *options
+	db := &DB{
+		path:           path,
+		opts:           opts,
+		readOnly:       opts.ReadOnly,
+		NoSync:         opts.NoSync,
+		NoGrowSync:     opts.NoGrowSync,
+		NoFreelistSync: opts.NoFreelistSync,
+		FreelistType:   opts.FreelistType,
+		MmapFlags:      opts.MmapFlags,
+		MaxSize:        opts.MaxSize,
+		Mlock:          opts.Mlock,
+		MaxBatchSize:   DefaultMaxBatchSize,
+		MaxBatchDelay:  DefaultMaxBatchDelay,
+		AllocSize:      DefaultAllocSize,
+		readers:        make(map[uint64]int),
+		logger:         opts.Logger,
+	}
+	if db.logger == nil {
+		db.logger = discardLogger{}
+	}
+	db.readersGone = sync.NewCond(&db.mu)
+
+	flag := os.O_RDWR | os.O_CREATE
+	if db.readOnly {
+		flag = os.O_RDONLY
+	}
+	f, err := fs.OpenFile(path, flag, mode)
+	if err != nil {
+		return nil, err
+	}
+	db.file = f
+	if err := lockWithTimeout(f, !db.readOnly, opts.Timeout); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if err := db.load(fs); err != nil {
+		_ = f.Unlock()
+		_ = f.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func lockWithTimeout(f vfs.File, exclusive bool, timeout time.Duration) error {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for {
+		err := f.TryLock(exclusive)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, vfs.ErrLocked) {
+			return err
+		}
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			return rerrors.ErrTimeout
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// load reads or creates the file's state.
+func (db *DB) load(fs vfs.FS) error {
+	size, err := db.file.Size()
+	if err != nil {
+		return err
+	}
+	var metas [2]*page.Meta
+	var errs [2]error
+	if size > 0 {
+		metas, errs = db.readMetas(size)
+	}
+	if metas[0] == nil && metas[1] == nil {
+		// A file that never committed a state (empty, or a crash during
+		// creation left its meta pages zero) is created afresh.
+		if size == 0 || (isZeroErr(errs[0]) && isZeroErr(errs[1])) {
+			if db.readOnly {
+				return fmt.Errorf("%w: file has no committed state and is opened read-only", rerrors.ErrInvalid)
+			}
+			return db.create(fs)
+		}
+		for _, e := range errs {
+			if errors.Is(e, rerrors.ErrVersionMismatch) {
+				return e
+			}
+		}
+		if errors.Is(errs[0], rerrors.ErrInvalid) && errors.Is(errs[1], rerrors.ErrInvalid) {
+			return rerrors.ErrInvalid
+		}
+		return fmt.Errorf("%w: no valid meta page: %v; %v", rerrors.ErrInvalid, errs[0], errs[1])
+	}
+	ps := 0
+	for _, m := range metas {
+		if m != nil {
+			ps = m.PageSize
+		}
+	}
+	db.pageSize = ps
+	p, err := pager.Open(db.file, pager.Options{PageSize: ps, InitialMmapSize: int64(db.opts.InitialMmapSize), ReadOnly: db.readOnly})
+	if err != nil {
+		return err
+	}
+	db.pager = p
+	meta, slot, rec, err := db.recover(metas, errs, size)
+	if err != nil {
+		_ = p.Close()
+		return err
+	}
+	db.recovered = rec
+	return db.start(meta, slot)
+}
+
+// start publishes meta as the current state and prepares the writer.
+func (db *DB) start(meta *page.Meta, slot int) error {
+	if err := db.pager.EnsureMapped(meta.HWM); err != nil {
+		return err
+	}
+	maxPages := page.MaxRegions(db.pageSize) * page.RegionPages(db.pageSize)
+	if db.MaxSize > 0 && uint64(db.MaxSize/db.pageSize) < maxPages {
+		maxPages = uint64(db.MaxSize / db.pageSize)
+	}
+	space, err := spacemap.New(spacemap.Config{
+		PageSize:        db.pageSize,
+		HWM:             meta.HWM,
+		Txid:            meta.Txid,
+		Selector:        meta.Selector,
+		FirstFreeRegion: meta.FirstFreeRegion,
+		FreePages:       meta.FreePages,
+		MaxPages:        maxPages,
+		Loader:          db.pager,
+	})
+	if err != nil {
+		return err
+	}
+	db.space = space
+	db.cur = meta
+	db.steady = meta.Txid
+	db.steadySlot = slot
+	db.spaceStats = space.Stats()
+	if !db.readOnly {
+		// The state may have been recovered from the page cache after a
+		// process crash: make it durable before anything builds on it.
+		if err := db.pager.Sync(vfs.SyncData); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isZeroErr(err error) bool { return errors.Is(err, errZeroMeta) }
+
+var errZeroMeta = errors.New("meta page is all zeros")
+
+// readMetas reads both meta pages with ReadAt. The page size is found from
+// whichever meta is readable.
+func (db *DB) readMetas(size int64) (metas [2]*page.Meta, errs [2]error) {
+	probe := make([]byte, page.MaxPageSize)
+	n, err := db.file.ReadAt(probe, 0)
+	if err != nil && err != io.EOF {
+		errs[0], errs[1] = err, err
+		return
+	}
+	probe = probe[:n]
+	db.countRead(n)
+	// Meta 0 names the page size; if it is damaged, try meta 1 at every
+	// supported page size.
+	sizes := []int{}
+	if m, err := page.DecodeMeta(0, probe); err == nil {
+		metas[0] = m
+		sizes = append(sizes, m.PageSize)
+	} else {
+		errs[0] = err
+		if page.IsZeroPage(probe[:min(len(probe), page.MinPageSize)]) {
+			errs[0] = errZeroMeta
+		}
+		for ps := page.MinPageSize; ps <= page.MaxPageSize; ps *= 2 {
+			sizes = append(sizes, ps)
+		}
+	}
+	errs[1] = errZeroMeta
+	for _, ps := range sizes {
+		buf := make([]byte, ps)
+		n, err := db.file.ReadAt(buf, int64(ps))
+		if n < ps || (err != nil && err != io.EOF) {
+			continue
+		}
+		db.countRead(n)
+		m, err := page.DecodeMeta(1, buf)
+		if err == nil && m.PageSize == ps && (metas[0] == nil || metas[0].PageSize == ps) {
+			metas[1], errs[1] = m, nil
+			break
+		}
+		if !page.IsZeroPage(buf) && (metas[0] != nil || errs[1] == errZeroMeta) {
+			if err == nil {
+				err = page.Corruptf(1, "meta page size %d disagrees with meta 0", m.PageSize)
+			}
+			errs[1] = err
+		}
+	}
+	return
+}
+
+func (db *DB) countRead(n int) {
+	if db.pager != nil {
+		return // the pager counts its own reads
+	}
+	db.mu.Lock()
+	db.stats.PagesRead += int64((n + page.MinPageSize - 1) / page.MinPageSize)
+	db.mu.Unlock()
+}
+
+// recover chooses the state to open at (docs/design.md §3.3).
+func (db *DB) recover(metas [2]*page.Meta, errs [2]error, size int64) (*page.Meta, int, Recovery, error) {
+	newest, other := 0, 1
+	if metas[0] == nil || (metas[1] != nil && metas[1].Txid > metas[0].Txid) {
+		newest, other = 1, 0
+	}
+	m := metas[newest]
+	rec := Recovery{Txid: m.Txid}
+	reason := db.verify(m, size, &rec)
+	if reason == nil {
+		return m, newest, rec, nil
+	}
+	o := metas[other]
+	if o == nil || o.Txid != m.Steady {
+		why := errs[other]
+		if o != nil {
+			why = fmt.Errorf("other meta is txn %d, not the steady txn %d", o.Txid, m.Steady)
+		}
+		return nil, 0, rec, fmt.Errorf("newest meta (txn %d) failed verification (%w) and there is no steady meta to fall back to: %v", m.Txid, reason, why)
+	}
+	if reason := db.verify(o, size, &rec); reason != nil {
+		return nil, 0, rec, fmt.Errorf("both meta states fail verification: txn %d: %v; txn %d: %w", m.Txid, reason, o.Txid, reason)
+	}
+	db.logger.Warningf("last commit (txn %d) is incomplete (%v); opened at txn %d", m.Txid, reason, o.Txid)
+	rec.Txid = o.Txid
+	rec.FellBack = true
+	rec.Reason = reason.Error()
+	return o, other, rec, nil
+}
+
+// verify reads what sync point m wrote after its steady txid and checks it
+// against m: node and blob runs against their parents' checksums, and the
+// map slots of the regions m changed. Pages older than m.Steady were flushed
+// by a completed sync point and are not read.
+func (db *DB) verify(m *page.Meta, size int64, rec *Recovery) error {
+	ps := db.pageSize
+	if uint64(size) < m.HWM*uint64(ps) {
+		return page.Corruptf(0, "file is %d bytes, state %d needs %d", size, m.Txid, m.HWM*uint64(ps))
+	}
+	if m.Txid == m.Steady {
+		return nil
+	}
+	w := btree.Walker{
+		Fetch: func(id page.ID, n uint64) ([]byte, error) {
+			rec.PagesVerified += int(n)
+			return db.pager.ReadPages(id, n)
+		},
+		PageSize:        ps,
+		HWM:             m.HWM,
+		MinTxid:         m.Steady,
+		VerifyChecksums: true,
+	}
+	if err := w.Walk(m.Root); err != nil {
+		return err
+	}
+	for r := uint64(0); r < m.RegionCount(); r++ {
+		if !page.BitmapGet(m.Changed, r) {
+			continue
+		}
+		s := 0
+		if page.BitmapGet(m.Selector, r) {
+			s = 1
+		}
+		slot := page.MapSlot(ps, r, s)
+		buf, err := db.pager.ReadPages(slot, 1)
+		if err != nil {
+			return err
+		}
+		rec.PagesVerified++
+		txid, _, err := page.DecodeRegionMap(buf, ps, slot)
+		if err != nil {
+			return err
+		}
+		if txid != m.Txid {
+			return page.Corruptf(slot, "region %d map written by txn %d, meta txn %d changed it", r, txid, m.Txid)
+		}
+	}
+	return nil
+}
+
+// create initialises an empty file: region 0's map (slot A), flushed, then
+// both metas, flushed. Two flushes, so a crash can never leave a meta that
+// names a map that is not on disk.
+func (db *DB) create(fs vfs.FS) error {
+	ps := db.opts.PageSize
+	if ps == 0 {
+		ps = os.Getpagesize()
+	}
+	if !page.ValidPageSize(ps) {
+		return fmt.Errorf("rivet: page size %d is not a power of two in [%d, %d]", ps, page.MinPageSize, page.MaxPageSize)
+	}
+	db.pageSize = ps
+	p, err := pager.Open(db.file, pager.Options{PageSize: ps, InitialMmapSize: int64(db.opts.InitialMmapSize)})
+	if err != nil {
+		return err
+	}
+	db.pager = p
+	const txid = 1
+	hwm := uint64(4)
+	free := make([]uint64, page.RegionPages(ps)/64)
+	mapBuf := make([]byte, ps)
+	page.EncodeRegionMap(mapBuf, ps, page.MapSlot(ps, 0, 0), txid, free)
+	if err := p.WriteRuns([]pager.Run{{ID: page.MapSlot(ps, 0, 0), Data: mapBuf}, {ID: page.MapSlot(ps, 0, 1), Data: make([]byte, ps)}}); err != nil {
+		return err
+	}
+	if err := p.Sync(vfs.SyncData); err != nil {
+		return err
+	}
+	meta := &page.Meta{
+		PageSize:    ps,
+		Txid:        txid,
+		Steady:      txid,
+		HWM:         hwm,
+		RegionPages: page.RegionPages(ps),
+		Selector:    make([]byte, 1),
+		Changed:     make([]byte, 1),
+	}
+	buf := make([]byte, 2*ps)
+	page.EncodeMeta(buf[:ps], meta)
+	page.EncodeMeta(buf[ps:], meta)
+	if err := p.WriteRuns([]pager.Run{{ID: 0, Data: buf}}); err != nil {
+		return err
+	}
+	if err := p.Sync(vfs.SyncData); err != nil {
+		return err
+	}
+	syncDir(fs, db.path)
+	m, err := page.DecodeMeta(0, buf[:ps])
+	if err != nil {
+		return err
+	}
+	return db.start(m, 0)
+}
+
+// syncDir flushes the directory entry of a new file (best effort: some
+// platforms and file systems cannot open or sync a directory).
+func syncDir(fs vfs.FS, path string) {
+	if fs != vfs.OS() {
+		return
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+}

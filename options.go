@@ -1,0 +1,107 @@
+package rivet
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+// Sizes and defaults, as in bbolt.
+const (
+	// MaxKeySize is the maximum length of a key, in bytes.
+	MaxKeySize = 32768
+	// MaxValueSize is the maximum length of a value, in bytes.
+	MaxValueSize = (1 << 31) - 2
+	// DefaultFillPercent is the fraction of a page that split nodes fill.
+	DefaultFillPercent = 0.5
+	// DefaultMaxBatchSize is the default DB.MaxBatchSize.
+	DefaultMaxBatchSize int = 1000
+	// DefaultMaxBatchDelay is the default DB.MaxBatchDelay.
+	DefaultMaxBatchDelay = 10 * time.Millisecond
+	// DefaultAllocSize is kept for bbolt compatibility (DB.AllocSize).
+	DefaultAllocSize = 16 * 1024 * 1024
+)
+
+// FreelistType is accepted for bbolt compatibility. rivet has one free-space
+// structure (region maps) and ignores the choice.
+type FreelistType string
+
+// Freelist types, accepted and ignored.
+const (
+	FreelistArrayType = FreelistType("array")
+	FreelistMapType   = FreelistType("hashmap")
+)
+
+// Options configure Open. The zero value (or nil) gives the defaults.
+type Options struct {
+	// Timeout is how long Open waits for the file lock held by another
+	// process. Zero waits forever, as in bbolt.
+	Timeout time.Duration
+
+	// NoGrowSync is accepted for bbolt compatibility; rivet's one flush per
+	// commit already covers file growth.
+	NoGrowSync bool
+
+	// NoFreelistSync is accepted and has nothing to do: rivet writes only the
+	// free-space regions a commit changed, and Open never scans.
+	NoFreelistSync bool
+
+	// PreLoadFreelist is accepted and ignored: free space loads lazily.
+	PreLoadFreelist bool
+
+	// FreelistType is accepted and ignored.
+	FreelistType FreelistType
+
+	// ReadOnly opens the file with a shared lock and refuses writes.
+	ReadOnly bool
+
+	// MmapFlags is accepted for bbolt compatibility and currently ignored
+	// (rivet maps read-only and shared, with MADV_RANDOM).
+	MmapFlags int
+
+	// InitialMmapSize is the minimum length of the memory map. rivet already
+	// reserves address space ahead of the file and never makes writers wait
+	// for readers to grow it, so this is only a hint.
+	InitialMmapSize int
+
+	// PageSize is the page size of a NEW file; zero means the OS page size.
+	// Existing files keep theirs.
+	PageSize int
+
+	// MaxSize, if positive, caps the file size in bytes; a commit that needs
+	// more fails with errors.ErrMaxSizeReached.
+	MaxSize int
+
+	// NoSync skips the flush at commit. Until rivet's durability modes land
+	// this is bbolt's unsafe NoSync: a power loss can lose recent commits.
+	// The file stays consistent against process crashes.
+	NoSync bool
+
+	// OpenFile replaces os.OpenFile for opening the data file.
+	OpenFile func(string, int, os.FileMode) (*os.File, error)
+
+	// Mlock is accepted and ignored.
+	Mlock bool
+
+	// Logger receives diagnostic messages; nil discards them.
+	Logger Logger
+
+	// NoStatistics turns off the per-transaction statistics counters.
+	NoStatistics bool
+}
+
+// String returns a human-readable form of the options.
+func (o *Options) String() string {
+	if o == nil {
+		return "{}"
+	}
+	return fmt.Sprintf("{Timeout: %s, NoGrowSync: %t, NoFreelistSync: %t, PreLoadFreelist: %t, FreelistType: %s, ReadOnly: %t, MmapFlags: %x, InitialMmapSize: %d, PageSize: %d, MaxSize: %d, NoSync: %t, OpenFile: %p, Mlock: %t, Logger: %p, NoStatistics: %t}",
+		o.Timeout, o.NoGrowSync, o.NoFreelistSync, o.PreLoadFreelist, o.FreelistType, o.ReadOnly, o.MmapFlags, o.InitialMmapSize, o.PageSize, o.MaxSize, o.NoSync, o.OpenFile, o.Mlock, o.Logger, o.NoStatistics)
+}
+
+// DefaultOptions are the options used when Open is given nil.
+var DefaultOptions = &Options{
+	Timeout:      0,
+	NoGrowSync:   false,
+	FreelistType: FreelistArrayType,
+}

@@ -1,0 +1,173 @@
+package rivet
+
+import (
+	"time"
+
+	"github.com/rivetkv/rivet/internal/btree"
+	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/internal/pager"
+)
+
+// Pgid is a page id, as bbolt's Bucket.Root reports it.
+type Pgid uint64
+
+// Tx is a read-only or read-write transaction. Keys and values it returns
+// are valid only until it ends.
+//
+// A Tx is not safe for concurrent use by several goroutines; use one Tx per
+// goroutine, or synchronise.
+type Tx struct {
+	// WriteFlag is accepted for bbolt compatibility (it selected O_DIRECT for
+	// WriteTo there) and is ignored.
+	WriteFlag int
+
+	db       *DB
+	writable bool
+	managed  bool
+	meta     *page.Meta // the snapshot (read) or the state built on (write)
+	txid     uint64     // snapshot txid (read) or the txid being written
+	view     *pager.View
+	env      *btree.Env
+	root     *Bucket
+	onCommit []func()
+	stats    TxStats
+	start    time.Time
+	spaceOps int
+	// spaceEnded is set once the free-space map's transaction has been
+	// committed or rolled back by Commit.
+	spaceEnded bool
+}
+
+// spaceAllocator gives the trees of a write transaction the DB's allocator
+// and counts the calls, so an unchanged transaction commits without I/O.
+type spaceAllocator struct{ tx *Tx }
+
+func (a spaceAllocator) Allocate(n uint64) (page.ID, error) {
+	a.tx.spaceOps++
+	return a.tx.db.space.Allocate(n)
+}
+
+func (a spaceAllocator) Free(id page.ID, n uint64) error {
+	a.tx.spaceOps++
+	return a.tx.db.space.Free(id, n)
+}
+
+func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {
+	tx := &Tx{db: db, writable: writable, meta: meta, txid: meta.Txid, view: view, start: time.Now()}
+	tx.env = &btree.Env{
+		Data:     view.Bytes(),
+		PageSize: db.pageSize,
+		HWM:      meta.HWM,
+		Txid:     meta.Txid,
+	}
+	if writable {
+		tx.txid = meta.Txid + 1
+		tx.env.Txid = tx.txid
+		tx.env.Alloc = spaceAllocator{tx}
+	}
+	tx.root = &Bucket{tx: tx, tree: btree.Open(tx.env, meta.Root), FillPercent: DefaultFillPercent, isRoot: true}
+	return tx
+}
+
+// ID returns the transaction's id: the txid of the snapshot a read
+// transaction sees, or the txid a write transaction will commit as.
+func (tx *Tx) ID() int { return int(tx.txid) }
+
+// DB returns the database the transaction belongs to (nil once it ended).
+func (tx *Tx) DB() *DB { return tx.db }
+
+// Size returns the size in bytes of the database state the transaction sees.
+func (tx *Tx) Size() int64 { return int64(tx.meta.HWM) * int64(tx.dbPageSize()) }
+
+func (tx *Tx) dbPageSize() int { return tx.env.PageSize }
+
+// Writable reports whether the transaction can change the database.
+func (tx *Tx) Writable() bool { return tx.writable }
+
+// Stats returns the transaction's statistics so far.
+func (tx *Tx) Stats() TxStats {
+	s := tx.stats
+	tx.foldTreeStats(&s)
+	return s
+}
+
+func (tx *Tx) foldTreeStats(s *TxStats) {
+	es := tx.env.Stats
+	s.IncPageCount(es.PageCount)
+	s.IncPageAlloc(es.PageAlloc)
+	s.IncCursorCount(es.CursorCount)
+	s.IncNodeCount(es.NodeCount)
+	s.IncNodeDeref(es.NodeDeref)
+	s.IncRebalance(es.Rebalance)
+	s.IncRebalanceTime(time.Duration(es.RebalanceTime))
+	s.IncSplit(es.Split)
+	s.IncSpill(es.Spill)
+	s.IncSpillTime(time.Duration(es.SpillTime))
+}
+
+// Bucket returns the top-level bucket name, or nil if it does not exist.
+func (tx *Tx) Bucket(name []byte) *Bucket { return tx.root.Bucket(name) }
+
+// CreateBucket creates a top-level bucket.
+func (tx *Tx) CreateBucket(name []byte) (*Bucket, error) { return tx.root.CreateBucket(name) }
+
+// CreateBucketIfNotExists creates a top-level bucket if it does not exist
+// and returns it.
+func (tx *Tx) CreateBucketIfNotExists(name []byte) (*Bucket, error) {
+	return tx.root.CreateBucketIfNotExists(name)
+}
+
+// DeleteBucket deletes a top-level bucket and everything in it.
+func (tx *Tx) DeleteBucket(name []byte) error { return tx.root.DeleteBucket(name) }
+
+// MoveBucket moves the bucket child from src to dst; a nil src or dst means
+// the top level.
+func (tx *Tx) MoveBucket(child []byte, src, dst *Bucket) error {
+	if src == nil {
+		src = tx.root
+	}
+	if dst == nil {
+		dst = tx.root
+	}
+	return src.MoveBucket(child, dst)
+}
+
+// ForEach calls fn for each top-level bucket, in name order.
+func (tx *Tx) ForEach(fn func(name []byte, b *Bucket) error) error {
+	return tx.root.ForEachBucket(func(k []byte) error {
+		return fn(k, tx.root.Bucket(k))
+	})
+}
+
+// Cursor returns a cursor over the top-level buckets; values are nil.
+func (tx *Tx) Cursor() *Cursor { return tx.root.Cursor() }
+
+// OnCommit registers fn to run after the transaction commits successfully.
+func (tx *Tx) OnCommit(fn func()) { tx.onCommit = append(tx.onCommit, fn) }
+
+// Rollback ends the transaction, discarding its changes. For a read
+// transaction this is how it ends.
+func (tx *Tx) Rollback() error {
+	if tx.managed {
+		panic("managed tx rollback not allowed")
+	}
+	if tx.db == nil {
+		return ErrTxClosed
+	}
+	tx.rollback()
+	return nil
+}
+
+func (tx *Tx) rollback() {
+	db := tx.db
+	if db == nil {
+		return
+	}
+	tx.foldTreeStats(&tx.stats)
+	tx.db = nil
+	if tx.writable {
+		db.endRW(tx, false)
+	} else {
+		db.endRO(tx)
+	}
+}
