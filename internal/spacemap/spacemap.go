@@ -694,8 +694,15 @@ func (m *Map) endTx() {
 // Rollback undoes the transaction: its allocations become free and
 // allocatable again, the HWM and the regions it created go back, regions it
 // made dirty are clean again, and its frees are dropped.
+//
+// Outside a transaction (after Commit) it does nothing, so a caller whose
+// commit fails after Commit, and which latches the database, may still run
+// its ordinary rollback path. Its committed changes stay: the Map is
+// discarded with the latched database anyway.
 func (m *Map) Rollback() {
-	m.mustTx("Rollback")
+	if !m.tx.active {
+		return
+	}
 	for i := len(m.tx.allocs) - 1; i >= 0; i-- {
 		a := m.tx.allocs[i]
 		reg := m.regions[a.id/m.rp]

@@ -855,13 +855,28 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
+func TestRollbackAfterCommitIsNoop(t *testing.T) {
+	m, _ := fresh(t)
+	m.Begin(1)
+	mustAllocAt(t, m, 5, 4)
+	m.Commit()
+	m.Rollback()
+	m.Rollback()
+	mustCheck(t, m)
+	if m.HWM() != 9 {
+		t.Fatalf("Rollback after Commit undid the commit: HWM %d", m.HWM())
+	}
+	m.Begin(2)
+	mustAllocAt(t, m, 1, 9)
+	m.Commit()
+}
+
 func TestMisusePanics(t *testing.T) {
 	m, _ := fresh(t)
 	for name, fn := range map[string]func(){
 		"Allocate outside txn": func() { _, _ = m.Allocate(1) },
 		"Free outside txn":     func() { _ = m.Free(4, 1) },
 		"Commit outside txn":   func() { m.Commit() },
-		"Rollback outside txn": func() { m.Rollback() },
 		"Begin twice":          func() { m.Begin(1); defer m.Rollback(); m.Begin(2) },
 		"PrepareSync in txn":   func() { m.Begin(1); defer m.Rollback(); m.PrepareSync(1) },
 		"two syncs in flight":  func() { m.PrepareSync(1); m.PrepareSync(2) },
