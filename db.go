@@ -89,6 +89,8 @@ type DB struct {
 
 	// recovered tells how Open found the file (for diagnostics).
 	recovered Recovery
+	// metaReadBytes counts what Open read before the pager existed.
+	metaReadBytes int64
 }
 
 // Recovery describes what Open found, so tools can tell a torn last commit
@@ -153,7 +155,7 @@ func (db *DB) Stats() Stats {
 	s.BytesWritten = ps.BytesWritten
 	s.WriteRuns = ps.WriteCalls
 	s.Flushes = ps.Flushes
-	s.PagesRead = ps.PagesRead
+	s.PagesRead = ps.PagesRead + db.metaReadBytes/int64(db.pageSize)
 	s.FreePageN = int(ss.FreePages - ss.PendingPages)
 	s.PendingPageN = int(ss.PendingPages)
 	s.FreeAlloc = s.FreePageN * db.pageSize

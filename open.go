@@ -112,13 +112,12 @@ func (db *DB) load(fs vfs.FS) error {
 	}
 	var metas [2]*page.Meta
 	var errs [2]error
+	fresh := size == 0
 	if size > 0 {
-		metas, errs = db.readMetas(size)
+		metas, errs, fresh = db.readMetas(size)
 	}
 	if metas[0] == nil && metas[1] == nil {
-		// A file that never committed a state (empty, or a crash during
-		// creation left its meta pages zero) is created afresh.
-		if size == 0 || (isZeroErr(errs[0]) && isZeroErr(errs[1])) {
+		if fresh {
 			if db.readOnly {
 				return fmt.Errorf("%w: file has no committed state and is opened read-only", rerrors.ErrInvalid)
 			}
@@ -192,66 +191,90 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	return nil
 }
 
-func isZeroErr(err error) bool { return errors.Is(err, errZeroMeta) }
-
 var errZeroMeta = errors.New("meta page is all zeros")
 
-// readMetas reads both meta pages with ReadAt. The page size is found from
-// whichever meta is readable.
-func (db *DB) readMetas(size int64) (metas [2]*page.Meta, errs [2]error) {
-	probe := make([]byte, page.MaxPageSize)
-	n, err := db.file.ReadAt(probe, 0)
-	if err != nil && err != io.EOF {
+// readMetas reads both meta pages with ReadAt. Meta 0's header names the
+// page size (its first bytes are read, then the rest of its page); if meta 0
+// does not even carry rivet's magic, meta 1 is looked for at every supported
+// page size.
+//
+// fresh reports a file that never finished creation (see create): meta 0
+// never written (its first bytes zero), or meta 0 torn with meta 1 still
+// all zeros. Creation writes and flushes meta 0 before meta 1, and every
+// later write of either leaves non-zero bytes even when torn, so neither
+// state can arise once a file has committed a state.
+func (db *DB) readMetas(size int64) (metas [2]*page.Meta, errs [2]error, fresh bool) {
+	head := make([]byte, page.MinPageSize)
+	if _, err := db.readAt(head, 0); err != nil {
 		errs[0], errs[1] = err, err
 		return
 	}
-	probe = probe[:n]
-	db.countRead(n)
-	// Meta 0 names the page size; if it is damaged, try meta 1 at every
-	// supported page size.
-	sizes := []int{}
-	if m, err := page.DecodeMeta(0, probe); err == nil {
-		metas[0] = m
-		sizes = append(sizes, m.PageSize)
+	if page.IsZeroPage(head) {
+		return metas, [2]error{errZeroMeta, errZeroMeta}, true
+	}
+	var sizes []int
+	if ps, ok := page.MetaPageSize(head); ok {
+		buf := make([]byte, ps)
+		if _, err := db.readAt(buf, 0); err != nil {
+			errs[0] = err
+		} else {
+			metas[0], errs[0] = page.DecodeMeta(0, buf)
+		}
+		sizes = []int{ps}
 	} else {
-		errs[0] = err
-		if page.IsZeroPage(probe[:min(len(probe), page.MinPageSize)]) {
-			errs[0] = errZeroMeta
+		if _, errs[0] = page.DecodeMeta(0, head); errs[0] == nil {
+			errs[0] = page.Corruptf(0, "meta page names no supported page size")
 		}
 		for ps := page.MinPageSize; ps <= page.MaxPageSize; ps *= 2 {
 			sizes = append(sizes, ps)
 		}
 	}
-	errs[1] = errZeroMeta
+	errs[1] = rerrors.ErrInvalid
 	for _, ps := range sizes {
+		if int64(2*ps) > size {
+			if len(sizes) == 1 {
+				errs[1] = errZeroMeta // the file ends before meta 1
+			}
+			break
+		}
 		buf := make([]byte, ps)
-		n, err := db.file.ReadAt(buf, int64(ps))
-		if n < ps || (err != nil && err != io.EOF) {
+		if _, err := db.readAt(buf, int64(ps)); err != nil {
+			errs[1] = err
 			continue
 		}
-		db.countRead(n)
 		m, err := page.DecodeMeta(1, buf)
-		if err == nil && m.PageSize == ps && (metas[0] == nil || metas[0].PageSize == ps) {
+		if err == nil && m.PageSize == ps {
 			metas[1], errs[1] = m, nil
 			break
 		}
-		if !page.IsZeroPage(buf) && (metas[0] != nil || errs[1] == errZeroMeta) {
-			if err == nil {
-				err = page.Corruptf(1, "meta page size %d disagrees with meta 0", m.PageSize)
+		if len(sizes) == 1 {
+			// The page size is known: this is meta 1's verdict.
+			switch {
+			case page.IsZeroPage(buf):
+				err = errZeroMeta
+			case err == nil:
+				err = page.Corruptf(1, "meta page size %d disagrees with meta 0's %d", m.PageSize, ps)
 			}
 			errs[1] = err
 		}
 	}
+	fresh = metas[0] == nil && len(sizes) == 1 && errors.Is(errs[1], errZeroMeta) &&
+		!errors.Is(errs[0], rerrors.ErrVersionMismatch)
 	return
 }
 
-func (db *DB) countRead(n int) {
-	if db.pager != nil {
-		return // the pager counts its own reads
+// readAt reads len(b) bytes at off for Open, before the pager exists, and
+// counts them in the statistics.
+func (db *DB) readAt(b []byte, off int64) (int, error) {
+	n, err := db.file.ReadAt(b, off)
+	db.metaReadBytes += int64(n)
+	if err == io.EOF && n == len(b) {
+		err = nil
 	}
-	db.mu.Lock()
-	db.stats.PagesRead += int64((n + page.MinPageSize - 1) / page.MinPageSize)
-	db.mu.Unlock()
+	if err == io.EOF {
+		err = page.Corruptf(uint64(off/page.MinPageSize), "file ends inside a meta page")
+	}
+	return n, err
 }
 
 // recover chooses the state to open at (docs/design.md §3.3).
@@ -335,8 +358,9 @@ func (db *DB) verify(m *page.Meta, size int64, rec *Recovery) error {
 }
 
 // create initialises an empty file: region 0's map (slot A), flushed, then
-// both metas, flushed. Two flushes, so a crash can never leave a meta that
-// names a map that is not on disk.
+// meta 0, flushed, then meta 1, flushed. A crash can therefore never leave a
+// valid meta that names a map not on disk, and a crash before meta 1 is
+// durable leaves meta 1 all zeros, which Open takes as "never created".
 func (db *DB) create(fs vfs.FS) error {
 	ps := db.opts.PageSize
 	if ps == 0 {
@@ -374,11 +398,13 @@ func (db *DB) create(fs vfs.FS) error {
 	buf := make([]byte, 2*ps)
 	page.EncodeMeta(buf[:ps], meta)
 	page.EncodeMeta(buf[ps:], meta)
-	if err := p.WriteRuns([]pager.Run{{ID: 0, Data: buf}}); err != nil {
-		return err
-	}
-	if err := p.Sync(vfs.SyncData); err != nil {
-		return err
+	for slot := 0; slot < 2; slot++ {
+		if err := p.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf[slot*ps : (slot+1)*ps]}}); err != nil {
+			return err
+		}
+		if err := p.Sync(vfs.SyncData); err != nil {
+			return err
+		}
 	}
 	syncDir(fs, db.path)
 	m, err := page.DecodeMeta(0, buf[:ps])

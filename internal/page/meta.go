@@ -24,7 +24,6 @@ const (
 	metaOffFreePages    = 72
 	metaOffFirstFree    = 80
 	metaFixedSize       = 128
-	metaReservedStart   = 84
 	minHWM              = 4 // two metas and region 0's two map slots
 	maxBitmapRegionsPer = 4 // regions per byte pair: (pageSize-128)*8/2 = (pageSize-128)*4
 )
@@ -92,6 +91,17 @@ func EncodeMeta(buf []byte, m *Meta) {
 	copy(buf[metaFixedSize+bl:metaFixedSize+2*bl], m.Changed)
 	end := metaFixedSize + 2*bl
 	le.PutUint32(buf[metaOffChecksum:], ChecksumSkipping(buf[:end], metaOffChecksum))
+}
+
+// MetaPageSize returns the page size a meta header names, if b starts with
+// rivet's magic and a supported page size. It lets Open read meta 0 in full
+// after reading only its first bytes.
+func MetaPageSize(b []byte) (int, bool) {
+	if len(b) < metaFixedSize || binary.LittleEndian.Uint32(b[metaOffMagic:]) != Magic {
+		return 0, false
+	}
+	ps := int(binary.LittleEndian.Uint32(b[metaOffPageSize:]))
+	return ps, ValidPageSize(ps)
 }
 
 // IsZeroPage reports whether every byte of b is zero.
