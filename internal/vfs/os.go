@@ -165,4 +165,6 @@ func (m *sysMapping) Close() error {
 }
 
 // errUnsupported is returned by the operations a platform does not offer.
+//
+//lint:ignore U1000 used by the lock and mmap fallbacks of platforms without flock or mmap.
 var errUnsupported = errors.ErrUnsupported

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The project's one test command (README "Test"; CI runs it via .ci/run).
+# It installs what it needs, runs every check and test of the three modules
+# (library, bench/, cmd/rivet/), and exits non-zero on the first failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+STATICCHECK_VERSION=2026.2.2
+FUZZTIME=${FUZZTIME:-10s}
+step() { printf '\n=== %s\n' "$*"; }
+
+step "toolchain"
+go version
+
+step "install staticcheck ${STATICCHECK_VERSION}"
+if ! command -v staticcheck >/dev/null 2>&1 || ! staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_VERSION}"; then
+  GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
+fi
+export PATH="$(go env GOPATH)/bin:${PATH}"
+
+step "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "${unformatted}" ]; then
+  echo "gofmt would change:"; echo "${unformatted}"; exit 1
+fi
+
+for mod in . bench cmd/rivet; do
+  step "vet + staticcheck: ${mod}"
+  (cd "${mod}" && go vet ./... && staticcheck ./...)
+done
+
+step "cross-compile the library (darwin, windows, linux/arm64)"
+for target in darwin/amd64 darwin/arm64 windows/amd64 linux/arm64; do
+  GOOS=${target%/*} GOARCH=${target#*/} go vet ./...
+  echo "  ${target} ok"
+done
+
+step "library tests with the race detector"
+go test -race -count=1 ./...
+
+step "fuzz targets, ${FUZZTIME} each"
+for pkg in $(go list ./...); do
+  dir=$(go list -f '{{.Dir}}' "${pkg}")
+  for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "${dir}"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
+    echo "  ${pkg} ${target}"
+    go test -run='^$' -fuzz="^${target}\$" -fuzztime="${FUZZTIME}" "${pkg}" >/tmp/rivet-fuzz.log 2>&1 || { cat /tmp/rivet-fuzz.log; exit 1; }
+    grep -E 'elapsed|execs' /tmp/rivet-fuzz.log | tail -1 || true
+  done
+done
+
+step "bench module tests (tiny sizes, against bbolt)"
+(cd bench && go test -count=1 ./...)
+
+step "cmd/rivet tests"
+(cd cmd/rivet && go test -count=1 ./...)
+
+step "rivet bench smoke run (tiny preset, --vs bbolt)"
+go -C cmd/rivet run . bench --preset tiny --vs bbolt
+
+echo
+echo "all checks passed"
