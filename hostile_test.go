@@ -1,0 +1,882 @@
+package rivet
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/btree"
+	"github.com/rivetkv/rivet/internal/page"
+)
+
+// Hostile files: each test builds a small valid database, damages one
+// specific thing the way a broken disk or a malicious file would, and checks
+// that Open, a View walk and Check report it as a typed error (naming the
+// page) instead of panicking, hanging or allocating without bound.
+
+// hostilePS is the page size of the hostile databases: small, so a bucket of
+// a couple of hundred keys is a branch over several leaves.
+const hostilePS = 1024
+
+// hostileDB builds the database the hostile tests damage:
+//
+//   - txn 2: bucket "b" (hostileKeys keys, a branch root) with a blob value "blob"
+//     and a nested bucket "inner" holding a key;
+//   - txn 3: bucket "z" with one key. Nothing else changes, so every page of
+//     "b" is older than the newest meta's steady txid and recovery at Open
+//     does not read it: damage there is met by reads and by Check.
+//
+// It returns the file's path and bytes.
+func hostileDB(t testing.TB) (string, []byte) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hostile.db")
+	db, err := Open(path, 0o600, &Options{PageSize: hostilePS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *Tx) error {
+		b, err := tx.CreateBucket([]byte("b"))
+		if err != nil {
+			return err
+		}
+		for i := 0; i < hostileKeys; i++ {
+			if err := b.Put(hkey(i), []byte(fmt.Sprintf("value-%d", i))); err != nil {
+				return err
+			}
+		}
+		if err := b.Put([]byte("blob"), bytes.Repeat([]byte("L"), 600)); err != nil {
+			return err
+		}
+		in, err := b.CreateBucket([]byte("inner"))
+		if err != nil {
+			return err
+		}
+		return in.Put([]byte("ik"), []byte("iv"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *Tx) error {
+		z, err := tx.CreateBucket([]byte("z"))
+		if err != nil {
+			return err
+		}
+		return z.Put([]byte("last"), []byte("commit"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	img, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, img
+}
+
+// hostileKeys is the number of keys in bucket "b": enough for dozens of
+// leaves at 1 KiB pages.
+const hostileKeys = 800
+
+func hkey(i int) []byte { return []byte(fmt.Sprintf("key%04d", i)) }
+
+// himg is a database image with helpers to find and re-seal pages.
+type himg struct {
+	t   testing.TB
+	b   []byte
+	ps  int
+	mid int // the newest meta's slot
+}
+
+func newHimg(t testing.TB, b []byte) *himg {
+	h := &himg{t: t, b: b, ps: hostilePS}
+	m0, err0 := page.DecodeMeta(0, b[:h.ps])
+	m1, err1 := page.DecodeMeta(1, b[h.ps:2*h.ps])
+	if err0 != nil || err1 != nil {
+		t.Fatalf("metas: %v, %v", err0, err1)
+	}
+	if m1.Txid > m0.Txid {
+		h.mid = 1
+	}
+	return h
+}
+
+func (h *himg) meta() *page.Meta {
+	m, err := page.DecodeMeta(page.ID(h.mid), h.b[h.mid*h.ps:(h.mid+1)*h.ps])
+	if err != nil {
+		h.t.Fatalf("meta %d: %v", h.mid, err)
+	}
+	return m
+}
+
+func (h *himg) pg(id page.ID) []byte { return h.b[int(id)*h.ps : int(id+1)*h.ps] }
+
+func (h *himg) node(id page.ID) page.Node {
+	n, err := page.ReadNode(h.b, h.ps, id, 0, uint64(len(h.b)/h.ps))
+	if err != nil {
+		h.t.Fatalf("node %d: %v", id, err)
+	}
+	return n
+}
+
+// leafValue returns the flags, value and the value's byte offset inside
+// the page of the leaf element with key.
+func (h *himg) leafValue(id page.ID, key string) (uint32, []byte, int) {
+	n := h.node(id)
+	for i := 0; i < n.Count(); i++ {
+		f, k, v, err := n.LeafElem(i)
+		if err == nil && string(k) == key {
+			off := int(binary.LittleEndian.Uint32(h.pg(id)[page.HeaderSize+i*page.LeafElemSize+4:])) + len(k)
+			return f, v, off
+		}
+	}
+	h.t.Fatalf("key %q not in leaf %d", key, id)
+	return 0, nil, 0
+}
+
+// bucketRoot returns the root page of bucket name in the root bucket.
+func (h *himg) bucketRoot(name string) page.ID {
+	_, v, _ := h.leafValue(h.meta().Root.ID, name)
+	rec, err := page.DecodeBucketRecord(0, v)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return rec.Root.ID
+}
+
+// pathTo returns the pages from the meta's root down to the leaf of bucket
+// name's tree that holds key: the path reseal needs.
+func (h *himg) pathTo(bucket, key string) []page.ID {
+	path := []page.ID{h.meta().Root.ID}
+	id := h.bucketRoot(bucket)
+	for {
+		path = append(path, id)
+		n := h.node(id)
+		if n.IsLeaf() {
+			return path
+		}
+		next := n.BranchChild(0).ID
+		for i := 0; i < n.Count(); i++ {
+			if k, _ := n.BranchKey(i); string(k) <= key {
+				next = n.BranchChild(i).ID
+			}
+		}
+		id = next
+	}
+}
+
+// runPages returns a run's length from its header, 1 if the header is not
+// sane any more (the hostile edit may have destroyed it).
+func (h *himg) runPages(id page.ID) uint64 {
+	hd, err := page.ReadHeader(id, h.pg(id))
+	if err != nil || hd.Pages() > uint64(len(h.b)/h.ps)-id {
+		return 1
+	}
+	return hd.Pages()
+}
+
+func (h *himg) crc(id page.ID) uint32 {
+	return page.Checksum(h.b[int(id)*h.ps : int(id+h.runPages(id))*h.ps])
+}
+
+// reseal recomputes the checksums recorded for the last page of path in
+// each of its ancestors, bottom-up, then the newest meta's root checksum and
+// its own checksum: after a hostile edit, only the edit itself is wrong.
+// path starts at the root bucket's root page; each next page is a branch
+// child, a bucket root or a blob's first extent of the one before.
+func (h *himg) reseal(path ...page.ID) {
+	le := binary.LittleEndian
+	for i := len(path) - 1; i > 0; i-- {
+		parent, child := h.pg(path[i-1]), path[i]
+		sum := h.crc(child)
+		hd, _ := page.ReadHeader(path[i-1], parent)
+		found := false
+		for e := 0; e < int(hd.Count) && !found; e++ {
+			if hd.Type == page.TypeBranch {
+				el := parent[page.HeaderSize+e*page.BranchElemSize:]
+				if le.Uint64(el) == child {
+					le.PutUint32(el[16:], sum)
+					found = true
+				}
+				continue
+			}
+			el := parent[page.HeaderSize+e*page.LeafElemSize:]
+			flags, vo := le.Uint32(el), int(le.Uint32(el[4:])+le.Uint32(el[8:]))
+			switch {
+			case flags == page.FlagBucket && le.Uint64(parent[vo:]) == child:
+				le.PutUint32(parent[vo+16:], sum)
+				found = true
+			case flags == page.FlagBlob && le.Uint64(parent[vo+8:]) == child:
+				le.PutUint32(parent[vo+24:], sum)
+				found = true
+			}
+		}
+		if !found {
+			h.t.Fatalf("reseal: page %d does not reference %d", path[i-1], child)
+		}
+	}
+	m := h.meta()
+	m.Root.Checksum = h.crc(m.Root.ID)
+	page.EncodeMeta(h.pg(page.ID(h.mid)), m)
+}
+
+func (h *himg) write(path string) {
+	if err := os.WriteFile(path, h.b, 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// classified reports whether err is one of the error classes bad bytes may
+// produce.
+func classified(err error) bool {
+	return errors.Is(err, rerrors.ErrCorrupt) || errors.Is(err, rerrors.ErrInvalid) ||
+		errors.Is(err, rerrors.ErrVersionMismatch) || errors.Is(err, rerrors.ErrChecksum)
+}
+
+// walkAll visits every bucket recursively: First/Next and Last/Prev over
+// each, Get of every key, Seek of a few. It returns the number of steps it
+// took; it gives up (and reports false) past maxSteps or maxNest levels.
+func walkAll(tx *Tx, maxSteps, maxNest int) (steps int, bounded bool) {
+	var walk func(b *Bucket, depth int) bool
+	walk = func(b *Bucket, depth int) bool {
+		if depth > maxNest {
+			return false
+		}
+		var kids [][]byte
+		c := b.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if steps++; steps > maxSteps {
+				return false
+			}
+			if v == nil && b.Bucket(k) != nil {
+				kids = append(kids, bytes.Clone(k))
+			}
+			b.Get(k)
+		}
+		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+			if steps++; steps > maxSteps {
+				return false
+			}
+		}
+		for _, s := range []string{"", "key0100", "blob", "zzzz"} {
+			c.Seek([]byte(s))
+			c.Next()
+			steps++
+		}
+		for _, k := range kids {
+			if c := b.Bucket(k); c != nil && !walk(c, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	var kids [][]byte
+	c := tx.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if steps++; steps > maxSteps {
+			return steps, false
+		}
+		kids = append(kids, bytes.Clone(k))
+	}
+	for _, k := range kids {
+		if b := tx.Bucket(k); b != nil && !walk(b, 1) {
+			return steps, false
+		}
+	}
+	return steps, true
+}
+
+// hostileResult is what opening and reading a damaged file produced.
+type hostileResult struct {
+	openErr  error
+	viewErr  error
+	checkErr []error
+	bounded  bool
+}
+
+// openHostile opens path read-only, walks everything and runs Check, all
+// within a deadline so a hang fails the test instead of the run.
+func openHostile(t *testing.T, path string) hostileResult {
+	t.Helper()
+	done := make(chan hostileResult, 1)
+	go func() {
+		var r hostileResult
+		db, err := Open(path, 0o600, &Options{ReadOnly: true, Timeout: time.Second})
+		if err != nil {
+			r.openErr = err
+			done <- r
+			return
+		}
+		defer db.Close()
+		r.viewErr = db.View(func(tx *Tx) error {
+			_, r.bounded = walkAll(tx, 100000, 100)
+			return nil
+		})
+		_ = db.View(func(tx *Tx) error {
+			for err := range tx.Check() {
+				r.checkErr = append(r.checkErr, err)
+			}
+			return nil
+		})
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(20 * time.Second):
+		t.Fatalf("opening, walking and checking %s did not finish in 20s", path)
+		return hostileResult{}
+	}
+}
+
+// wantDetected checks that the walk stayed bounded and failed with
+// ErrCorrupt, and that Check reported a CorruptError naming page id.
+func wantDetected(t *testing.T, r hostileResult, id page.ID) {
+	t.Helper()
+	if r.openErr != nil {
+		t.Fatalf("open: %v", r.openErr)
+	}
+	if !r.bounded {
+		t.Fatalf("walk did not end within its bounds (view error %v)", r.viewErr)
+	}
+	if !errors.Is(r.viewErr, rerrors.ErrCorrupt) {
+		t.Fatalf("View walk returned %v, want ErrCorrupt", r.viewErr)
+	}
+	wantCheckNames(t, r.checkErr, id)
+}
+
+func wantCheckNames(t *testing.T, errs []error, id page.ID) {
+	t.Helper()
+	if len(errs) == 0 {
+		t.Fatalf("Check found nothing wrong")
+	}
+	named := false
+	for _, err := range errs {
+		if !errors.Is(err, rerrors.ErrCorrupt) {
+			t.Errorf("Check error %v is not ErrCorrupt", err)
+		}
+		var ce *rerrors.CorruptError
+		if errors.As(err, &ce) && ce.Page == id && strings.Contains(err.Error(), " "+strconv.FormatUint(id, 10)+":") {
+			named = true
+		}
+	}
+	if !named {
+		t.Fatalf("no Check error names page %d: %v", id, errs)
+	}
+}
+
+// The baseline: the undamaged file is clean, so every test below fails for
+// its damage alone.
+func TestHostileBaselineIsClean(t *testing.T) {
+	path, img := hostileDB(t)
+	h := newHimg(t, img)
+	br := h.bucketRoot("b")
+	if h.node(br).IsLeaf() {
+		t.Fatalf("bucket b's root %d is a leaf; the tests need a branch", br)
+	}
+	if m := h.meta(); m.Txid <= h.node(br).Header().Txid || m.Steady < h.node(br).Header().Txid {
+		t.Fatalf("bucket b (txn %d) is not older than the steady state (meta %d, steady %d)", h.node(br).Header().Txid, m.Txid, m.Steady)
+	}
+	h.reseal(h.meta().Root.ID, br) // a no-op re-seal must leave the file valid
+	h.write(path)
+	r := openHostile(t, path)
+	if r.openErr != nil || r.viewErr != nil || len(r.checkErr) != 0 || !r.bounded {
+		t.Fatalf("clean file: open %v, view %v, check %v, bounded %t", r.openErr, r.viewErr, r.checkErr, r.bounded)
+	}
+}
+
+// (a) A branch whose first child is the branch itself.
+func TestHostileBranchCycle(t *testing.T) {
+	path, img := hostileDB(t)
+	h := newHimg(t, img)
+	br := h.bucketRoot("b")
+	el := h.pg(br)[page.HeaderSize:]
+	binary.LittleEndian.PutUint64(el[0:], br)
+	binary.LittleEndian.PutUint64(el[8:], h.node(br).Header().Txid)
+	h.reseal(h.meta().Root.ID, br)
+	h.write(path)
+	wantDetected(t, openHostile(t, path), br)
+}
+
+// (b) A leaf element whose key lies past the end of the page.
+func TestHostileKeyPastPageEnd(t *testing.T) {
+	path, img := hostileDB(t)
+	h := newHimg(t, img)
+	chain := h.pathTo("b", "key0000")
+	leaf := chain[len(chain)-1]
+	binary.LittleEndian.PutUint32(h.pg(leaf)[page.HeaderSize+4:], uint32(hostilePS-2))
+	h.reseal(chain...)
+	h.write(path)
+	wantDetected(t, openHostile(t, path), leaf)
+}
+
+// (c) A leaf whose element count is enormous.
+func TestHostileHugeElementCount(t *testing.T) {
+	path, img := hostileDB(t)
+	h := newHimg(t, img)
+	chain := h.pathTo("b", "key0100")
+	leaf := chain[len(chain)-1]
+	binary.LittleEndian.PutUint32(h.pg(leaf)[4:], 0xffffffff)
+	h.reseal(chain...)
+	h.write(path)
+	wantDetected(t, openHostile(t, path), leaf)
+}
+
+// (d) A blob extent's page type where a leaf is expected.
+func TestHostileWrongPageType(t *testing.T) {
+	path, img := hostileDB(t)
+	h := newHimg(t, img)
+	chain := h.pathTo("b", "key0150")
+	leaf := chain[len(chain)-1]
+	binary.LittleEndian.PutUint16(h.pg(leaf)[0:], uint16(page.TypeBlob))
+	h.reseal(chain...)
+	h.write(path)
+	wantDetected(t, openHostile(t, path), leaf)
+}
+
+// (e) A stale page: the child's header says an older txn than the parent
+// recorded (a lost write left the previous version in place).
+func TestHostileStalePage(t *testing.T) {
+	path, img := hostileDB(t)
+	h := newHimg(t, img)
+	chain := h.pathTo("b", "key0050")
+	leaf := chain[len(chain)-1]
+	hd := h.node(leaf).Header()
+	binary.LittleEndian.PutUint64(h.pg(leaf)[8:], hd.Txid-1)
+	h.reseal(chain...)
+	h.write(path)
+	r := openHostile(t, path)
+	wantDetected(t, r, leaf)
+	if !strings.Contains(r.viewErr.Error(), "stale") {
+		t.Errorf("view error %q does not call the page stale", r.viewErr)
+	}
+}
+
+// (f) The file cut short below its high-water mark: Open must fail with an
+// error, not map pages past the end of the file and fault on them. Cut by
+// one page, the previous state (whose HWM may fit) is a legitimate fallback.
+func TestHostileTruncatedBelowHWM(t *testing.T) {
+	path, img := hostileDB(t)
+	h := newHimg(t, img)
+	m := h.meta()
+	for _, pages := range []uint64{m.HWM - 1, m.HWM / 2, 3} {
+		for _, ro := range []bool{true, false} {
+			if err := os.WriteFile(path, img[:pages*hostilePS], 0o600); err != nil {
+				t.Fatal(err)
+			}
+			db, err := Open(path, 0o600, &Options{ReadOnly: ro, Timeout: time.Second})
+			if err == nil {
+				rec := db.Recovery()
+				verr := db.View(func(tx *Tx) error {
+					if _, ok := walkAll(tx, 100000, 100); !ok {
+						return errors.New("walk did not end")
+					}
+					return nil
+				})
+				_ = db.Close()
+				if !rec.FellBack || rec.Txid != m.Steady || pages != m.HWM-1 {
+					t.Fatalf("truncated to %d of %d pages (read-only %t): Open succeeded (%+v)", pages, m.HWM, ro, rec)
+				}
+				if verr != nil && !classified(verr) {
+					t.Fatalf("truncated, fell back: view %v", verr)
+				}
+				continue
+			}
+			if !classified(err) {
+				t.Errorf("truncated to %d pages (read-only %t): %v is not a corruption error", pages, ro, err)
+			}
+		}
+	}
+}
+
+// (g2) Meta 0 zeroed (a lost or zero-filled meta write) while meta 1 holds a
+// valid committed state: Open must use meta 1, never treat the file as
+// never-committed and initialise it afresh.
+func TestHostileMeta0ZeroedMeta1Valid(t *testing.T) {
+	path, img := hostileDB(t)
+	h := newHimg(t, img)
+	m1, err := page.DecodeMeta(1, h.pg(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(img[:hostilePS])
+	var lost []string
+	for _, ro := range []bool{true, false} {
+		if err := os.WriteFile(path, img, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		db, err := Open(path, 0o600, &Options{ReadOnly: ro, Timeout: time.Second})
+		if err != nil {
+			lost = append(lost, fmt.Sprintf("read-only %t: Open: %v", ro, err))
+			continue
+		}
+		var keys int
+		verr := db.View(func(tx *Tx) error {
+			if b := tx.Bucket([]byte("b")); b != nil {
+				keys = b.Stats().KeyN
+			}
+			return nil
+		})
+		rec := db.Recovery()
+		_ = db.Close()
+		if verr != nil || keys < hostileKeys {
+			lost = append(lost, fmt.Sprintf("read-only %t: opened at %+v with %d keys in bucket b (view %v)", ro, rec, keys, verr))
+		}
+	}
+	if len(lost) > 0 {
+		t.Skipf("bug zero-meta0-is-fresh: meta 0 zero, meta 1 valid (txn %d), yet: %s", m1.Txid, strings.Join(lost, "; "))
+	}
+}
+
+// (g) Both metas zeroed in a file that holds data.
+func TestHostileBothMetasZeroed(t *testing.T) {
+	path, img := hostileDB(t)
+	clear(img[:2*hostilePS])
+	if err := os.WriteFile(path, img, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(path, 0o600, &Options{ReadOnly: true, Timeout: time.Second})
+	if !errors.Is(err, rerrors.ErrInvalid) {
+		t.Fatalf("read-only open with both metas zero: %v, want ErrInvalid", err)
+	}
+	db, err := Open(path, 0o600, &Options{Timeout: time.Second})
+	if err == nil {
+		_ = db.Close()
+		t.Skip("bug zero-metas-with-data: read-write Open initialises afresh a file whose metas are zero but which holds data pages past the creation size (should be ErrInvalid)")
+	}
+	if !errors.Is(err, rerrors.ErrInvalid) {
+		t.Fatalf("read-write open with both metas zero: %v, want ErrInvalid", err)
+	}
+}
+
+// (h) A newer format version, with a correct checksum.
+func TestHostileNewerFormatVersion(t *testing.T) {
+	path, img := hostileDB(t)
+	for id := 0; id < 2; id++ {
+		m := img[id*hostilePS : (id+1)*hostilePS]
+		binary.LittleEndian.PutUint32(m[4:], page.FormatVersion+1)
+		count := uint64(binary.LittleEndian.Uint32(m[64:]))
+		end := 128 + 2*page.BitmapLen(count)
+		binary.LittleEndian.PutUint32(m[12:], page.ChecksumSkipping(m[:end], 12))
+	}
+	if err := os.WriteFile(path, img, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, ro := range []bool{true, false} {
+		_, err := Open(path, 0o600, &Options{ReadOnly: ro, Timeout: time.Second})
+		if !errors.Is(err, rerrors.ErrVersionMismatch) {
+			t.Fatalf("read-only %t: %v, want ErrVersionMismatch", ro, err)
+		}
+	}
+}
+
+// (i) Files that are not rivet files.
+func TestHostileNotARivetFile(t *testing.T) {
+	dir := t.TempDir()
+	rnd := rand.New(rand.NewSource(1))
+	random := make([]byte, 64*1024)
+	rnd.Read(random)
+	text := bytes.Repeat([]byte("this is a text file, not a database\n"), 500)
+	// A bbolt-like file: bbolt's magic 0xED0CDAED at its meta offset.
+	boltish := make([]byte, 4*4096)
+	binary.LittleEndian.PutUint32(boltish[16:], 0xED0CDAED)
+	binary.LittleEndian.PutUint32(boltish[4096+16:], 0xED0CDAED)
+	for name, content := range map[string][]byte{"random": random, "text": text, "boltish": boltish, "short": []byte("RIVT")} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, ro := range []bool{true, false} {
+			db, err := Open(path, 0o600, &Options{ReadOnly: ro, Timeout: time.Second})
+			if err == nil {
+				_ = db.Close()
+				t.Errorf("%s (read-only %t): opened", name, ro)
+				continue
+			}
+			if !errors.Is(err, rerrors.ErrInvalid) {
+				t.Errorf("%s (read-only %t): %v, want ErrInvalid", name, ro, err)
+			}
+		}
+		if now, _ := os.ReadFile(path); !bytes.Equal(now, content) {
+			t.Errorf("%s: a failed Open changed the file", name)
+		}
+	}
+}
+
+// (j) A torn last commit: the newest meta is intact but a page its commit
+// wrote is garbage. Open falls back to the previous commit, whose data is
+// intact, and says so.
+func TestHostileTornLastCommit(t *testing.T) {
+	path, img := hostileDB(t)
+	h := newHimg(t, img)
+	zroot := h.bucketRoot("z") // written only by the last commit
+	rnd := rand.New(rand.NewSource(2))
+	rnd.Read(h.pg(zroot)[page.HeaderSize:])
+	h.write(path)
+	db, err := Open(path, 0o600, &Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rec := db.Recovery()
+	if !rec.FellBack || rec.Txid != h.meta().Steady || rec.Reason == "" {
+		t.Fatalf("recovery %+v, want a fallback to txn %d with a reason", rec, h.meta().Steady)
+	}
+	err = db.View(func(tx *Tx) error {
+		if tx.Bucket([]byte("z")) != nil {
+			return errors.New("bucket z of the torn commit is visible")
+		}
+		b := tx.Bucket([]byte("b"))
+		if b == nil {
+			return errors.New("bucket b missing")
+		}
+		for i := 0; i < hostileKeys; i++ {
+			if v := b.Get(hkey(i)); string(v) != fmt.Sprintf("value-%d", i) {
+				return fmt.Errorf("key %d: %q", i, v)
+			}
+		}
+		if v := b.Get([]byte("blob")); len(v) != 600 {
+			return fmt.Errorf("blob: %d bytes", len(v))
+		}
+		for err := range tx.Check() {
+			return fmt.Errorf("check after fallback: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// (k) A blob whose extent's successor is the extent itself.
+func TestHostileBlobCycle(t *testing.T) {
+	path, img := hostileDB(t)
+	h := newHimg(t, img)
+	chain := h.pathTo("b", "blob")
+	leaf := chain[len(chain)-1]
+	_, v, _ := h.leafValue(leaf, "blob")
+	ref, err := page.DecodeBlobRef(leaf, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := h.pg(ref.First.ID)
+	binary.LittleEndian.PutUint64(ext[32:], ref.First.ID)
+	binary.LittleEndian.PutUint64(ext[40:], ref.First.Txid)
+	binary.LittleEndian.PutUint32(ext[52:], ref.First.Pages)
+	h.reseal(append(chain, ref.First.ID)...)
+	h.write(path)
+	r := openHostile(t, path)
+	wantDetected(t, r, ref.First.ID)
+}
+
+// (k2) The same cycle with the checksums forged to agree (CRC-32C is
+// affine, so four free payload bytes fix any checksum) and an enormous
+// length: the read path bounds the length, but Check's blob walk only stops
+// when the running total passes the length, and records "reachable twice"
+// for every lap.
+func TestHostileForgedBlobCycle(t *testing.T) {
+	if !walkerBoundsBlobCycles() {
+		t.Skip("bug walker-blob-cycle: Check would loop ~2^64 times and grow its error list without bound (see internal/btree TestWalkerBlobCycleTerminates)")
+	}
+	path, img := hostileDB(t)
+	h := newHimg(t, img)
+	chain := h.pathTo("b", "blob")
+	leaf := chain[len(chain)-1]
+	_, _, voff := h.leafValue(leaf, "blob")
+	lv := h.pg(leaf)[voff:]
+	id := page.ID(binary.LittleEndian.Uint64(lv[8:]))
+	binary.LittleEndian.PutUint64(lv[0:], 1<<64-1) // length
+	ext := h.pg(id)
+	const forged = 0x5eed1e55
+	binary.LittleEndian.PutUint64(ext[32:], id)
+	binary.LittleEndian.PutUint64(ext[40:], binary.LittleEndian.Uint64(ext[8:]))
+	binary.LittleEndian.PutUint32(ext[48:], forged)
+	binary.LittleEndian.PutUint32(ext[52:], 1)
+	forgeCRC(ext, page.BlobPayloadStart, forged)
+	if page.Checksum(ext) != forged {
+		t.Fatal("forge failed")
+	}
+	h.reseal(append(chain, id)...)
+	h.write(path)
+	wantDetected(t, openHostile(t, path), id)
+}
+
+// walkerBoundsBlobCycles probes whether btree.Walker stops on a cyclic blob
+// chain without help, using a Fetch that gives up after a bound.
+func walkerBoundsBlobCycles() bool {
+	img := make([]byte, 6*hostilePS)
+	page.EncodeBlobExtent(img[5*hostilePS:], hostilePS, 5, 1, page.ExtentRef{Ref: page.Ref{ID: 5, Txid: 1}, Pages: 1}, []byte("x"))
+	ref := page.BlobRef{Length: 1<<64 - 1, First: page.ExtentRef{Ref: page.Ref{ID: 5, Txid: 1}, Pages: 1}}
+	page.EncodeLeaf(img[4*hostilePS:5*hostilePS], hostilePS, 4, 1, []page.LeafElem{{Flags: page.FlagBlob, Key: []byte("k"), Value: ref.Encode()}})
+	fetches := 0
+	w := btree.Walker{
+		Fetch: func(id page.ID, n uint64) ([]byte, error) {
+			if fetches++; fetches > 1000 {
+				return nil, errors.New("ran away")
+			}
+			return img[id*hostilePS : (id+n)*hostilePS], nil
+		},
+		PageSize: hostilePS, HWM: 6, All: true,
+		Report: func(error) bool { return true },
+	}
+	_ = w.Walk(page.Ref{ID: 4, Txid: 1})
+	return fetches <= 1000
+}
+
+// forgeCRC rewrites the four bytes of b at off so that the CRC-32C of b is
+// target. CRC is affine over GF(2) for a fixed length: flipping bit j of the
+// four bytes changes the CRC by a fixed vector d_j, and the 32 vectors are
+// independent, so solving a 32×32 linear system gives the bits to flip.
+func forgeCRC(b []byte, off int, target uint32) {
+	clear(b[off : off+4])
+	base := page.Checksum(b)
+	var cols [32]uint32
+	for j := 0; j < 32; j++ {
+		b[off+j/8] ^= 1 << (j % 8)
+		cols[j] = page.Checksum(b) ^ base
+		b[off+j/8] ^= 1 << (j % 8)
+	}
+	// Gaussian elimination: rows are CRC bits, columns the 32 input bits.
+	// Track, for each reduced column, which input bits compose it.
+	var combo [32]uint32
+	for j := range combo {
+		combo[j] = 1 << j
+	}
+	var pivotCol [32]int
+	for i := range pivotCol {
+		pivotCol[i] = -1
+	}
+	used := uint32(0)
+	for bit := 0; bit < 32; bit++ {
+		p := -1
+		for j := 0; j < 32; j++ {
+			if used&(1<<j) == 0 && cols[j]&(1<<bit) != 0 {
+				p = j
+				break
+			}
+		}
+		if p < 0 {
+			continue
+		}
+		used |= 1 << p
+		pivotCol[bit] = p
+		for j := 0; j < 32; j++ {
+			if j != p && cols[j]&(1<<bit) != 0 {
+				cols[j] ^= cols[p]
+				combo[j] ^= combo[p]
+			}
+		}
+	}
+	want := base ^ target
+	var flips uint32
+	for bit := 0; bit < 32; bit++ {
+		if want&(1<<bit) != 0 && pivotCol[bit] >= 0 {
+			flips ^= combo[pivotCol[bit]]
+		}
+	}
+	for j := 0; j < 32; j++ {
+		if flips&(1<<j) != 0 {
+			b[off+j/8] ^= 1 << (j % 8)
+		}
+	}
+}
+
+// (l) A bucket record whose root is the leaf holding the record: every
+// level of Bucket() opens the same page again, so a recursive walk never
+// ends unless nesting is bounded (the tree depth cap restarts per bucket).
+func TestHostileBucketRecordCycle(t *testing.T) {
+	path, img := hostileDB(t)
+	h := newHimg(t, img)
+	chain := h.pathTo("b", "inner")
+	leaf := chain[len(chain)-1]
+	_, _, voff := h.leafValue(leaf, "inner")
+	rv := h.pg(leaf)[voff:]
+	binary.LittleEndian.PutUint64(rv[0:], leaf)
+	binary.LittleEndian.PutUint64(rv[8:], h.node(leaf).Header().Txid)
+	binary.LittleEndian.PutUint32(rv[16:], h.crc(leaf)) // not a fixpoint: Check sees it
+	h.reseal(chain...)
+	h.write(path)
+	r := openHostile(t, path)
+	if r.openErr != nil {
+		t.Fatal(r.openErr)
+	}
+	wantCheckNames(t, r.checkErr, leaf)
+	if !r.bounded {
+		t.Skipf("bug bucket-nesting-cycle: Bucket(\"inner\") opens the leaf %d that holds its own record, so nested Bucket calls never fail (walk stopped at its own nesting bound; view error %v)", leaf, r.viewErr)
+	}
+	if !errors.Is(r.viewErr, rerrors.ErrCorrupt) {
+		t.Fatalf("view: %v, want ErrCorrupt", r.viewErr)
+	}
+}
+
+// (m) A DAG of branches: both elements of every branch point to the same
+// child, 40 levels deep, all checksums and txids consistent. There is no
+// cycle and no path is deeper than the cap, but there are 2^40 paths.
+func TestHostileBranchDAG(t *testing.T) {
+	path, img := hostileDB(t)
+	h := newHimg(t, img)
+	root, br := h.meta().Root.ID, h.bucketRoot("b")
+	const levels = 40
+	brTxid := h.node(br).Header().Txid
+	leaf := h.pathTo("b", "key0000")[len(h.pathTo("b", "key0000"))-1]
+	// The DAG's branches reuse the pages of bucket b's other nodes.
+	var spare []page.ID
+	var collect func(id page.ID)
+	collect = func(id page.ID) {
+		n := h.node(id)
+		if id != br && id != leaf {
+			spare = append(spare, id)
+		}
+		for i := 0; !n.IsLeaf() && i < n.Count(); i++ {
+			collect(n.BranchChild(i).ID)
+		}
+	}
+	collect(br)
+	if len(spare) < levels {
+		t.Fatalf("bucket b has only %d spare node pages, the DAG needs %d", len(spare), levels)
+	}
+	child := page.Ref{ID: leaf, Txid: h.node(leaf).Header().Txid, Checksum: h.crc(leaf)}
+	for l := 0; l < levels-1; l++ {
+		id := spare[l]
+		page.EncodeBranch(h.pg(id), hostilePS, id, brTxid, []page.BranchElem{{Key: []byte("key0000"), Child: child}, {Key: []byte("key0001"), Child: child}})
+		child = page.Ref{ID: id, Txid: brTxid, Checksum: h.crc(id)}
+	}
+	page.EncodeBranch(h.pg(br), hostilePS, br, brTxid, []page.BranchElem{{Key: []byte("key0000"), Child: child}, {Key: []byte("key0001"), Child: child}})
+	h.reseal(root, br)
+	h.write(path)
+	r := openHostile(t, path)
+	if r.openErr != nil {
+		t.Fatal(r.openErr)
+	}
+	wantCheckNames(t, r.checkErr, leaf)
+	if !r.bounded {
+		t.Skipf("bug cursor-dag: a cursor walk over a 40-level branch DAG returned the same leaf's keys 100000 times and would go on 2^40 times (view error %v)", r.viewErr)
+	}
+	if !errors.Is(r.viewErr, rerrors.ErrCorrupt) {
+		t.Fatalf("view: %v, want ErrCorrupt", r.viewErr)
+	}
+}
+
+func TestForgeCRC(t *testing.T) {
+	rnd := rand.New(rand.NewSource(3))
+	for i := 0; i < 20; i++ {
+		b := make([]byte, hostilePS)
+		rnd.Read(b)
+		target := rnd.Uint32()
+		forgeCRC(b, page.BlobPayloadStart+i, target)
+		if got := page.Checksum(b); got != target {
+			t.Fatalf("forged CRC %08x, want %08x", got, target)
+		}
+	}
+}
