@@ -13,12 +13,16 @@ import (
 type Cursor struct {
 	bucket *Bucket
 	c      *btree.Cursor
+	inner  btree.Cursor // c points here: one allocation per cursor
 }
 
 // Cursor returns a cursor over the bucket. It is valid while the
 // transaction is open.
 func (b *Bucket) Cursor() *Cursor {
-	return &Cursor{bucket: b, c: b.tree.Cursor()}
+	c := &Cursor{bucket: b}
+	b.tree.InitCursor(&c.inner)
+	c.c = &c.inner
+	return c
 }
 
 // Bucket returns the bucket the cursor iterates.

@@ -36,12 +36,39 @@ type Cursor struct {
 	stack []elemRef
 	mods  uint64 // t.mods when the stack was built
 	key   []byte // the key the cursor is on, for re-seeking
+	buf   [8]elemRef
 }
 
 // Cursor returns a new cursor on the tree.
 func (t *Tree) Cursor() *Cursor {
+	c := &Cursor{}
+	t.InitCursor(c)
+	return c
+}
+
+// InitCursor makes c a fresh cursor on the tree, so callers can embed a
+// Cursor in their own structs instead of allocating one.
+func (t *Tree) InitCursor(c *Cursor) {
 	t.env.Stats.CursorCount++
-	return &Cursor{t: t, stack: make([]elemRef, 0, 8)}
+	c.t = t
+	c.stack = c.buf[:0]
+	c.mods = 0
+	c.key = nil
+}
+
+// scratchCursor returns the tree's internal cursor for Get, Put and Delete,
+// saving an allocation per call. Those methods do not call each other while
+// they hold it, and a tree belongs to one transaction, which is not used by
+// several goroutines at once.
+func (t *Tree) scratchCursor() *Cursor {
+	if t.scratch == nil {
+		t.scratch = &Cursor{t: t}
+		t.scratch.stack = t.scratch.buf[:0]
+	}
+	c := t.scratch
+	c.stack = c.stack[:0]
+	c.key = nil
+	return c
 }
 
 func (c *Cursor) fail(err error) {
@@ -81,8 +108,8 @@ func (c *Cursor) pushChild(i int) bool {
 		ref = top.node.inodes[i].child
 	} else {
 		ref = top.page.BranchChild(i)
-		if ref.Txid > top.page.Header().Txid {
-			c.fail(page.Corruptf(top.page.ID(), "child %d written by txn %d, after its parent's txn %d", ref.ID, ref.Txid, top.page.Header().Txid))
+		if ref.Txid > top.page.Txid() {
+			c.fail(page.Corruptf(top.page.ID(), "child %d written by txn %d, after its parent's txn %d", ref.ID, ref.Txid, top.page.Txid()))
 			return false
 		}
 	}
@@ -268,20 +295,25 @@ func (c *Cursor) search(key []byte) {
 			top.index = c.searchLeaf(top, key, n)
 			return
 		}
-		// The last element whose key is <= key.
-		idx := sort.Search(n, func(i int) bool { return bytes.Compare(c.branchKey(top, i), key) > 0 })
-		if c.t.env.Err != nil {
-			c.fail(c.t.env.Err)
-			return
-		}
-		if idx > 0 {
-			idx--
-		}
-		top.index = idx
 		if n == 0 {
 			c.fail(page.Corruptf(c.t.root.ID, "empty branch node"))
 			return
 		}
+		// The last element whose key is <= key.
+		var idx int
+		if top.node != nil {
+			idx = sort.Search(n, func(i int) bool { return bytes.Compare(top.node.inodes[i].key, key) > 0 })
+			if idx > 0 {
+				idx--
+			}
+		} else {
+			var err error
+			if idx, err = top.page.BranchSearch(key); err != nil {
+				c.fail(err)
+				return
+			}
+		}
+		top.index = idx
 		if !c.pushChild(idx) {
 			return
 		}
@@ -293,26 +325,12 @@ func (c *Cursor) searchLeaf(top *elemRef, key []byte, n int) int {
 		i, _ := top.node.search(key)
 		return i
 	}
-	return sort.Search(n, func(i int) bool {
-		k, err := top.page.LeafKey(i)
-		if err != nil {
-			c.t.env.fail(err)
-			return true
-		}
-		return bytes.Compare(k, key) >= 0
-	})
-}
-
-func (c *Cursor) branchKey(top *elemRef, i int) []byte {
-	if top.node != nil {
-		return top.node.inodes[i].key
-	}
-	k, err := top.page.BranchKey(i)
+	i, err := top.page.LeafSearch(key)
 	if err != nil {
 		c.t.env.fail(err)
-		return nil
+		return n
 	}
-	return k
+	return i
 }
 
 // Seek moves to the first element whose key is >= key.

@@ -25,6 +25,7 @@ type Tree struct {
 	// when unlinked, so that a tree discarded later (its bucket deleted)
 	// does not free them a second time through FreeAll.
 	deferred []func() error
+	scratch  *Cursor
 
 	// FillPercent is the fill threshold used when splitting nodes.
 	FillPercent float64
@@ -107,8 +108,9 @@ func (t *Tree) rootForWrite() (*node, error) {
 
 // Get returns the flags and raw value stored under key.
 func (t *Tree) Get(key []byte) (value []byte, flags uint32, found bool) {
-	c := t.Cursor()
-	k, v, f, ok := c.Seek(key)
+	c := t.scratchCursor()
+	c.search(key)
+	k, v, f, ok := c.current()
 	if !ok || !bytes.Equal(k, key) {
 		return nil, 0, false
 	}
@@ -124,7 +126,7 @@ func (t *Tree) Put(key, value []byte, flags uint32) error {
 	}
 	// search, not Seek: Seek moves past the end of a leaf to the next one,
 	// but a key that sorts after a leaf's last key belongs in that leaf.
-	c := t.Cursor()
+	c := t.scratchCursor()
 	c.search(key)
 	if t.env.Err != nil {
 		return t.env.Err
@@ -157,7 +159,7 @@ func (t *Tree) Delete(key []byte) (bool, error) {
 	if !t.env.Writable() {
 		return false, errors.New("btree: delete in a read transaction")
 	}
-	c := t.Cursor()
+	c := t.scratchCursor()
 	c.search(key)
 	k, v, flags, ok := c.current()
 	if t.env.Err != nil {

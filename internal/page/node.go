@@ -1,6 +1,9 @@
 package page
 
-import "encoding/binary"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // Element sizes (docs/design.md §2.3, §2.4).
 const (
@@ -18,99 +21,123 @@ const (
 
 // Node is a validated view of a branch or leaf run. It aliases the bytes it
 // was built from (usually the memory map), so it is only valid as long as
-// they are.
+// they are. It is kept small: cursors copy it at every level.
 //
-// Invariant: Header validated; the element array lies inside buf. Each
-// element's key and value ranges are checked when the element is read.
+// Invariant: the header was validated; the element array lies inside buf.
+// Each element's key and value ranges are checked when the element is read.
 type Node struct {
 	buf   []byte
 	id    ID
-	hdr   Header
+	txid  uint64
 	count int
+	leaf  bool
 }
 
 // ReadNode validates and returns the node run starting at page id inside
-// data, the file's bytes from offset 0 (a memory map or a buffer that holds
-// the run at id*pageSize). want is the parent's reference: its txid must
-// match the header (0 skips the check). hwm bounds every page id.
+// data, the file's bytes from offset 0 (a memory map). wantTxid is the
+// parent's record of the child's txid (0 skips the check). hwm bounds every
+// page id. This is the read path of every Get: checks are ordered so the
+// common case is a few compares, and errors are built out of line.
 func ReadNode(data []byte, pageSize int, id ID, wantTxid uint64, hwm uint64) (Node, error) {
 	if id < minHWM || id >= hwm {
-		return Node{}, Corruptf(id, "node page id outside [%d, %d)", minHWM, hwm)
+		return Node{}, nodeErr(id, errIDRange, hwm, 0)
 	}
 	off := id * uint64(pageSize)
 	if off+uint64(pageSize) > uint64(len(data)) {
-		return Node{}, Corruptf(id, "node page beyond the end of the file")
+		return Node{}, nodeErr(id, errBeyondFile, 0, 0)
 	}
-	h, err := ReadHeader(id, data[off:])
-	if err != nil {
-		return Node{}, err
-	}
-	if h.Type != TypeBranch && h.Type != TypeLeaf {
-		return Node{}, Corruptf(id, "page type is %v, want branch or leaf", h.Type)
-	}
-	if err := h.Expect(id, h.Type, wantTxid); err != nil {
-		return Node{}, err
-	}
-	return nodeFromRun(data, pageSize, id, h, hwm)
+	return nodeAt(data[off:], pageSize, id, wantTxid, hwm)
 }
 
 // NodeFromBuffer validates a node run held alone in buf (as read with ReadAt
 // during recovery or Check).
 func NodeFromBuffer(buf []byte, pageSize int, id ID, wantTxid uint64, hwm uint64) (Node, error) {
-	h, err := ReadHeader(id, buf)
-	if err != nil {
-		return Node{}, err
+	if len(buf) < HeaderSize || id < minHWM || id >= hwm {
+		return Node{}, nodeErr(id, errBeyondFile, 0, 0)
 	}
-	if h.Type != TypeBranch && h.Type != TypeLeaf {
-		return Node{}, Corruptf(id, "page type is %v, want branch or leaf", h.Type)
-	}
-	if err := h.Expect(id, h.Type, wantTxid); err != nil {
-		return Node{}, err
-	}
-	if id+h.Pages() > hwm || h.Pages()*uint64(pageSize) > uint64(len(buf)) {
-		return Node{}, Corruptf(id, "node run of %d pages overruns the file", h.Pages())
-	}
-	return checkElems(buf[:h.Pages()*uint64(pageSize)], id, h)
+	return nodeAt(buf, pageSize, id, wantTxid, hwm)
 }
 
-func nodeFromRun(data []byte, pageSize int, id ID, h Header, hwm uint64) (Node, error) {
-	pages := h.Pages()
-	if id+pages > hwm || id+pages < id {
-		return Node{}, Corruptf(id, "node run of %d pages passes the high-water mark %d", pages, hwm)
+// nodeAt validates the node whose run starts at b[0].
+func nodeAt(b []byte, pageSize int, id ID, wantTxid uint64, hwm uint64) (Node, error) {
+	h := b[:HeaderSize:HeaderSize]
+	le := binary.LittleEndian
+	typ := Type(le.Uint16(h[offType:]))
+	count := uint64(le.Uint32(h[offCount:]))
+	txid := le.Uint64(h[offTxid:])
+	if typ != TypeBranch && typ != TypeLeaf {
+		return Node{}, nodeErr(id, errType, uint64(typ), 0)
 	}
-	off := id * uint64(pageSize)
-	end := off + pages*uint64(pageSize)
-	if end > uint64(len(data)) {
-		return Node{}, Corruptf(id, "node run of %d pages beyond the end of the file", pages)
+	if self := le.Uint64(h[offPgid:]); self != id {
+		return Node{}, nodeErr(id, errSelf, self, 0)
 	}
-	return checkElems(data[off:end], id, h)
-}
-
-func checkElems(buf []byte, id ID, h Header) (Node, error) {
+	if wantTxid != 0 && txid != wantTxid {
+		return Node{}, nodeErr(id, errTxid, txid, wantTxid)
+	}
+	pages := uint64(le.Uint32(h[offOverflow:])) + 1
+	size := pages * uint64(pageSize)
+	if pages > hwm-id || size > uint64(len(b)) {
+		return Node{}, nodeErr(id, errRun, pages, hwm)
+	}
 	es := uint64(LeafElemSize)
-	if h.Type == TypeBranch {
+	if typ == TypeBranch {
 		es = BranchElemSize
 	}
-	if h.Count == 0 {
-		return Node{}, Corruptf(id, "%v node with no elements", h.Type)
+	if count == 0 || HeaderSize+count*es > size {
+		return Node{}, nodeErr(id, errCount, count, size)
 	}
-	if HeaderSize+uint64(h.Count)*es > uint64(len(buf)) {
-		return Node{}, Corruptf(id, "%d elements overrun the %d-byte node", h.Count, len(buf))
+	return Node{buf: b[:size:size], id: id, txid: txid, count: int(count), leaf: typ == TypeLeaf}, nil
+}
+
+const (
+	errIDRange = iota
+	errBeyondFile
+	errType
+	errSelf
+	errTxid
+	errRun
+	errCount
+)
+
+// nodeErr builds ReadNode's errors off the hot path.
+//
+//go:noinline
+func nodeErr(id ID, kind int, a, b uint64) error {
+	switch kind {
+	case errIDRange:
+		return Corruptf(id, "node page id outside [%d, %d)", minHWM, a)
+	case errBeyondFile:
+		return Corruptf(id, "node page beyond the end of the file")
+	case errType:
+		return Corruptf(id, "page type is %v, want branch or leaf", Type(a))
+	case errSelf:
+		return Corruptf(id, "page header names page %d (misdirected or copied page)", a)
+	case errTxid:
+		return Corruptf(id, "page written by txn %d, parent expects txn %d (stale or torn page)", a, b)
+	case errRun:
+		return Corruptf(id, "node run of %d pages passes the high-water mark %d or the end of the file", a, b)
+	default:
+		return Corruptf(id, "%d elements do not fit the %d-byte node", a, b)
 	}
-	return Node{buf: buf, id: id, hdr: h, count: int(h.Count)}, nil
 }
 
 // ID returns the node's first page id.
 func (n Node) ID() ID { return n.id }
 
 // IsLeaf reports whether n is a leaf.
-func (n Node) IsLeaf() bool { return n.hdr.Type == TypeLeaf }
+func (n Node) IsLeaf() bool { return n.leaf }
 
 // Count returns the number of elements.
 func (n Node) Count() int { return n.count }
 
-// Header returns the node's header.
-func (n Node) Header() Header { return n.hdr }
+// Header decodes the node's header.
+func (n Node) Header() Header {
+	h, _ := ReadHeader(n.id, n.buf)
+	return h
+}
+
+// Txid returns the txid that wrote the node.
+func (n Node) Txid() uint64 { return n.txid }
 
 // Bytes returns the node's whole run.
 func (n Node) Bytes() []byte { return n.buf }
@@ -137,6 +164,63 @@ func (n Node) BranchChild(i int) Ref {
 		Txid:     binary.LittleEndian.Uint64(e[8:]),
 		Checksum: binary.LittleEndian.Uint32(e[16:]),
 	}
+}
+
+// BranchSearch returns the index of the last element whose key is <= key
+// (0 if every key is greater): the child a search for key descends into.
+func (n Node) BranchSearch(key []byte) (int, error) {
+	lo, hi := 0, n.count
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		e := n.buf[HeaderSize+mid*BranchElemSize:]
+		k, ok := n.keyAt(binary.LittleEndian.Uint32(e[20:]), binary.LittleEndian.Uint32(e[24:]))
+		if !ok {
+			return 0, n.badElem(mid)
+		}
+		if bytes.Compare(k, key) <= 0 {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo > 0 {
+		lo--
+	}
+	return lo, nil
+}
+
+// LeafSearch returns the index of the first element whose key is >= key
+// (Count() if none).
+func (n Node) LeafSearch(key []byte) (int, error) {
+	lo, hi := 0, n.count
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		e := n.buf[HeaderSize+mid*LeafElemSize:]
+		k, ok := n.keyAt(binary.LittleEndian.Uint32(e[4:]), binary.LittleEndian.Uint32(e[8:]))
+		if !ok {
+			return 0, n.badElem(mid)
+		}
+		if bytes.Compare(k, key) < 0 {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// keyAt returns buf[off:off+ln] if that lies inside the node after the header.
+func (n Node) keyAt(off, ln uint32) ([]byte, bool) {
+	end := uint64(off) + uint64(ln)
+	if off < HeaderSize || end > uint64(len(n.buf)) {
+		return nil, false
+	}
+	return n.buf[off:end:end], true
+}
+
+//go:noinline
+func (n Node) badElem(i int) error {
+	return Corruptf(n.id, "element %d key range outside the %d-byte node", i, len(n.buf))
 }
 
 // LeafKey returns the key of leaf element i.

@@ -1,0 +1,75 @@
+package rivet
+
+// Profiling benchmarks for the read path. Speed claims come from bench/,
+// which runs rivet and bbolt side by side; these exist to profile rivet
+// alone (go test -bench Get -cpuprofile ...).
+
+import (
+	"encoding/binary"
+	"math/rand"
+	"testing"
+)
+
+func BenchmarkGetRandom(b *testing.B) {
+	db := openTestDB(b, nil)
+	const n = 200000
+	for s := 0; s < n; s += 10000 {
+		_ = db.Update(func(tx *Tx) error {
+			bk, _ := tx.CreateBucketIfNotExists([]byte("b"))
+			for i := s; i < s+10000; i++ {
+				k := make([]byte, 16)
+				binary.BigEndian.PutUint64(k, uint64(i)*2654435761)
+				if err := bk.Put(k, make([]byte, 100)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	rng := rand.New(rand.NewSource(1))
+	b.ResetTimer()
+	_ = db.View(func(tx *Tx) error {
+		bk := tx.Bucket([]byte("b"))
+		k := make([]byte, 16)
+		for i := 0; i < b.N; i++ {
+			binary.BigEndian.PutUint64(k, uint64(rng.Intn(n))*2654435761)
+			if bk.Get(k) == nil {
+				b.Fatal("missing")
+			}
+		}
+		return nil
+	})
+}
+
+func BenchmarkScan10(b *testing.B) {
+	db := openTestDB(b, nil)
+	const n = 200000
+	for s := 0; s < n; s += 10000 {
+		_ = db.Update(func(tx *Tx) error {
+			bk, _ := tx.CreateBucketIfNotExists([]byte("b"))
+			for i := s; i < s+10000; i++ {
+				k := make([]byte, 16)
+				binary.BigEndian.PutUint64(k, uint64(i)*2654435761)
+				if err := bk.Put(k, make([]byte, 100)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	rng := rand.New(rand.NewSource(1))
+	b.ResetTimer()
+	_ = db.View(func(tx *Tx) error {
+		bk := tx.Bucket([]byte("b"))
+		k := make([]byte, 16)
+		for i := 0; i < b.N; i++ {
+			binary.BigEndian.PutUint64(k, uint64(rng.Intn(n))*2654435761)
+			c := bk.Cursor()
+			j := 0
+			for kk, _ := c.Seek(k); kk != nil && j < 10; kk, _ = c.Next() {
+				j++
+			}
+		}
+		return nil
+	})
+}
