@@ -20,6 +20,7 @@ type Bucket struct {
 	parent   *Bucket
 	name     []byte
 	isRoot   bool
+	depth    int // nesting level: 0 for the top level
 	sequence uint64
 	seqDirty bool
 	buckets  map[string]*Bucket // child buckets opened in this transaction
@@ -71,6 +72,15 @@ func (b *Bucket) Bucket(name []byte) *Bucket {
 	return b.openChild(name, rec)
 }
 
+// guardErr turns the tree's refusal to overwrite or delete a bucket record
+// through a value operation into bbolt's error.
+func guardErr(err error) error {
+	if err == btree.ErrGuarded {
+		return ErrIncompatibleValue
+	}
+	return err
+}
+
 func firstErr(a, b error) error {
 	if a != nil {
 		return a
@@ -79,7 +89,14 @@ func firstErr(a, b error) error {
 }
 
 func (b *Bucket) openChild(name []byte, rec page.BucketRecord) *Bucket {
+	if b.depth >= btree.MaxNesting {
+		// Only a corrupt file (bucket records that form a cycle) nests
+		// this deep: CreateBucket refuses to.
+		b.tx.env.Err = firstErr(b.tx.env.Err, page.Corruptf(rec.Root.ID, "buckets nested deeper than %d (cycle?)", btree.MaxNesting))
+		return nil
+	}
 	c := &Bucket{
+		depth:       b.depth + 1,
 		FillPercent: DefaultFillPercent,
 		tx:          b.tx,
 		tree:        btree.Open(b.tx.env, rec.Root),
@@ -107,6 +124,9 @@ func (b *Bucket) CreateBucket(name []byte) (*Bucket, error) {
 	if len(name) > MaxKeySize {
 		return nil, ErrKeyTooLarge
 	}
+	if b.depth >= btree.MaxNesting {
+		return nil, fmt.Errorf("rivet: buckets nest at most %d deep", btree.MaxNesting)
+	}
 	if _, flags, found := b.tree.Get(name); found {
 		if flags == page.FlagBucket {
 			return nil, ErrBucketExists
@@ -117,7 +137,7 @@ func (b *Bucket) CreateBucket(name []byte) (*Bucket, error) {
 		return nil, err
 	}
 	rec := page.BucketRecord{}
-	if err := b.tree.Put(name, rec.Encode(), page.FlagBucket); err != nil {
+	if err := b.tree.Put(name, rec.Encode(), page.FlagBucket, 0); err != nil {
 		return nil, err
 	}
 	return b.openChild(name, rec), nil
@@ -165,7 +185,7 @@ func (b *Bucket) DeleteBucket(name []byte) error {
 		c.detach()
 		delete(b.buckets, string(name))
 	}
-	if _, err := b.tree.Delete(name); err != nil {
+	if _, err := b.tree.Delete(name, 0); err != nil {
 		return err
 	}
 	b.tree.DeferFreeAll(rec.Root)
@@ -224,14 +244,15 @@ func (b *Bucket) MoveBucket(name []byte, dst *Bucket) error {
 		}
 		return ErrIncompatibleValue
 	}
-	if err := dst.tree.Put(name, bytes.Clone(v), page.FlagBucket); err != nil {
+	if err := dst.tree.Put(name, bytes.Clone(v), page.FlagBucket, 0); err != nil {
 		return err
 	}
-	if _, err := b.tree.Delete(name); err != nil {
+	if _, err := b.tree.Delete(name, 0); err != nil {
 		return err
 	}
 	delete(b.buckets, string(name))
 	child.parent = dst
+	child.depth = dst.depth + 1
 	child.seqDirty = true // make sure the record is rewritten in dst at commit
 	if dst.buckets == nil {
 		dst.buckets = make(map[string]*Bucket)
@@ -275,16 +296,10 @@ func (b *Bucket) Put(key, value []byte) error {
 	if int64(len(value)) > MaxValueSize {
 		return ErrValueTooLarge
 	}
-	if _, flags, found := b.tree.Get(key); found && flags == page.FlagBucket {
-		return ErrIncompatibleValue
-	}
-	if err := b.tx.env.Err; err != nil {
-		return err
-	}
 	if value == nil {
 		value = []byte{}
 	}
-	return b.tree.Put(key, value, 0)
+	return guardErr(b.tree.Put(key, value, 0, page.FlagBucket))
 }
 
 // Delete removes key. Deleting a missing key is not an error; deleting a
@@ -293,14 +308,8 @@ func (b *Bucket) Delete(key []byte) error {
 	if err := b.checkWrite(); err != nil {
 		return err
 	}
-	if _, flags, found := b.tree.Get(key); found && flags == page.FlagBucket {
-		return ErrIncompatibleValue
-	}
-	if err := b.tx.env.Err; err != nil {
-		return err
-	}
-	_, err := b.tree.Delete(key)
-	return err
+	_, err := b.tree.Delete(key, page.FlagBucket)
+	return guardErr(err)
 }
 
 // Sequence returns the bucket's sequence number.
@@ -378,7 +387,7 @@ func (b *Bucket) spill() (bool, error) {
 			continue
 		}
 		rec := page.BucketRecord{Root: c.tree.Root(), Sequence: c.sequence}
-		if err := b.tree.Put([]byte(name), rec.Encode(), page.FlagBucket); err != nil {
+		if err := b.tree.Put([]byte(name), rec.Encode(), page.FlagBucket, 0); err != nil {
 			return false, err
 		}
 	}

@@ -7,6 +7,10 @@ import (
 	"github.com/rivetkv/rivet/internal/page"
 )
 
+// maxCheckErrors bounds what Check collects: a file whose pages form
+// cycles could otherwise report the same problem without end.
+const maxCheckErrors = 1000
+
 // CheckOption configures Tx.Check.
 type CheckOption func(*checkConfig)
 
@@ -71,8 +75,10 @@ func (tx *Tx) check() []error {
 func (tx *Tx) checkTree() ([]error, []uint64) {
 	var errs []error
 	report := func(err error) bool {
-		errs = append(errs, err)
-		return len(errs) < 1000
+		if len(errs) < maxCheckErrors {
+			errs = append(errs, err)
+		}
+		return len(errs) < maxCheckErrors
 	}
 	hwm := tx.meta.HWM
 	ps := tx.env.PageSize
@@ -91,13 +97,14 @@ func (tx *Tx) checkTree() ([]error, []uint64) {
 		All:             true,
 		VerifyChecksums: true,
 		Report:          report,
-		Visit: func(id page.ID, n uint64, t page.Type) {
+		Visit: func(id page.ID, n uint64, t page.Type) error {
 			for p := id; p < id+n && p < hwm; p++ {
 				if seen[p/64]&(1<<(p%64)) != 0 {
-					report(page.Corruptf(p, "page reachable twice (%v run at %d)", t, id))
+					return page.Corruptf(p, "page reachable twice (%v run at %d)", t, id)
 				}
 				seen[p/64] |= 1 << (p % 64)
 			}
+			return nil
 		},
 	}
 	_ = w.Walk(tx.meta.Root)
@@ -142,7 +149,7 @@ func (db *DB) compareFree(meta *page.Meta, seen []uint64) []error {
 		return append(errs, err)
 	}
 	rp := page.RegionPages(ps)
-	for p := uint64(0); p < hwm && len(errs) < 1000; p++ {
+	for p := uint64(0); p < hwm && len(errs) < maxCheckErrors; p++ {
 		reach := seen[p/64]&(1<<(p%64)) != 0
 		isFree := free[p/64]&(1<<(p%64)) != 0
 		fixed := p < 2 || p%rp < page.RegionFirstData(ps, p/rp)-(p/rp)*rp

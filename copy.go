@@ -34,10 +34,14 @@ func (tx *Tx) WriteTo(w io.Writer) (n int64, err error) {
 		PageSize: ps,
 		HWM:      hwm,
 		All:      true,
-		Visit: func(id page.ID, n uint64, _ page.Type) {
+		Visit: func(id page.ID, n uint64, _ page.Type) error {
 			for p := id; p < id+n; p++ {
+				if live[p/64]&(1<<(p%64)) != 0 {
+					return page.Corruptf(p, "page reachable twice")
+				}
 				live[p/64] |= 1 << (p % 64)
 			}
+			return nil
 		},
 	}
 	if err := walker.Walk(tx.meta.Root); err != nil {

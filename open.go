@@ -112,12 +112,14 @@ func (db *DB) load(fs vfs.FS) error {
 	}
 	var metas [2]*page.Meta
 	var errs [2]error
-	fresh := size == 0
 	if size > 0 {
-		metas, errs, fresh = db.readMetas(size)
+		metas, errs = db.readMetas(size)
 	}
 	if metas[0] == nil && metas[1] == nil {
-		if fresh {
+		// A file that never committed a state is created afresh: an empty
+		// file, or one that is all zeros (a crash before creation's first
+		// flush). Anything else without a valid meta is refused.
+		if size == 0 || db.allZero(size) {
 			if db.readOnly {
 				return fmt.Errorf("%w: file has no committed state and is opened read-only", rerrors.ErrInvalid)
 			}
@@ -146,6 +148,16 @@ func (db *DB) load(fs vfs.FS) error {
 	}
 	db.pager = p
 	meta, slot, rec, err := db.recover(metas, errs, size)
+	if err == errCreationTorn && !db.readOnly {
+		// Creation crashed after its first flush: the file never held a
+		// committed state (see create). Start again.
+		_ = p.Close()
+		db.pager = nil
+		return db.create(fs)
+	}
+	if err == errCreationTorn {
+		err = fmt.Errorf("%w: %v (opened read-only, so not created again)", rerrors.ErrInvalid, err)
+	}
 	if err != nil {
 		_ = p.Close()
 		return err
@@ -191,26 +203,19 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	return nil
 }
 
-var errZeroMeta = errors.New("meta page is all zeros")
+// errCreationTorn is recover's verdict on a file whose creation crashed
+// after meta 0 was flushed but before the rest was.
+var errCreationTorn = errors.New("rivet: file creation did not finish")
 
 // readMetas reads both meta pages with ReadAt. Meta 0's header names the
 // page size (its first bytes are read, then the rest of its page); if meta 0
-// does not even carry rivet's magic, meta 1 is looked for at every supported
+// does not carry rivet's magic, meta 1 is looked for at every supported
 // page size.
-//
-// fresh reports a file that never finished creation (see create): meta 0
-// never written (its first bytes zero), or meta 0 torn with meta 1 still
-// all zeros. Creation writes and flushes meta 0 before meta 1, and every
-// later write of either leaves non-zero bytes even when torn, so neither
-// state can arise once a file has committed a state.
-func (db *DB) readMetas(size int64) (metas [2]*page.Meta, errs [2]error, fresh bool) {
+func (db *DB) readMetas(size int64) (metas [2]*page.Meta, errs [2]error) {
 	head := make([]byte, page.MinPageSize)
 	if _, err := db.readAt(head, 0); err != nil {
 		errs[0], errs[1] = err, err
 		return
-	}
-	if page.IsZeroPage(head) {
-		return metas, [2]error{errZeroMeta, errZeroMeta}, true
 	}
 	var sizes []int
 	if ps, ok := page.MetaPageSize(head); ok {
@@ -232,9 +237,6 @@ func (db *DB) readMetas(size int64) (metas [2]*page.Meta, errs [2]error, fresh b
 	errs[1] = rerrors.ErrInvalid
 	for _, ps := range sizes {
 		if int64(2*ps) > size {
-			if len(sizes) == 1 {
-				errs[1] = errZeroMeta // the file ends before meta 1
-			}
 			break
 		}
 		buf := make([]byte, ps)
@@ -249,18 +251,35 @@ func (db *DB) readMetas(size int64) (metas [2]*page.Meta, errs [2]error, fresh b
 		}
 		if len(sizes) == 1 {
 			// The page size is known: this is meta 1's verdict.
-			switch {
-			case page.IsZeroPage(buf):
-				err = errZeroMeta
-			case err == nil:
+			if err == nil {
 				err = page.Corruptf(1, "meta page size %d disagrees with meta 0's %d", m.PageSize, ps)
 			}
 			errs[1] = err
 		}
 	}
-	fresh = metas[0] == nil && len(sizes) == 1 && errors.Is(errs[1], errZeroMeta) &&
-		!errors.Is(errs[0], rerrors.ErrVersionMismatch)
 	return
+}
+
+// allZero reports whether the file holds only zero bytes: what a crash
+// before creation's first flush leaves. Files over 64 MiB are not scanned
+// (creation never writes that much), so a damaged large file is refused
+// rather than read in full.
+func (db *DB) allZero(size int64) bool {
+	const limit = 64 << 20
+	if size > limit {
+		return false
+	}
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		n := int64(len(buf))
+		if size-off < n {
+			n = size - off
+		}
+		if _, err := db.readAt(buf[:n], off); err != nil || !page.IsZeroPage(buf[:n]) {
+			return false
+		}
+	}
+	return true
 }
 
 // readAt reads len(b) bytes at off for Open, before the pager exists, and
@@ -290,6 +309,14 @@ func (db *DB) recover(metas [2]*page.Meta, errs [2]error, size int64) (*page.Met
 		return m, newest, rec, nil
 	}
 	o := metas[other]
+	if m.Steady == 0 && (o == nil || o.Steady != 0 || db.verify(o, size, &rec) != nil) {
+		// Only creation writes a meta with steady txid 0 (see create);
+		// if no creation meta verifies, creation never finished.
+		return nil, 0, rec, errCreationTorn
+	}
+	if m.Steady == 0 {
+		return o, other, rec, nil
+	}
 	if o == nil || o.Txid != m.Steady {
 		why := errs[other]
 		if o != nil {
@@ -357,10 +384,16 @@ func (db *DB) verify(m *page.Meta, size int64, rec *Recovery) error {
 	return nil
 }
 
-// create initialises an empty file: region 0's map (slot A), flushed, then
-// meta 0, flushed, then meta 1, flushed. A crash can therefore never leave a
-// valid meta that names a map not on disk, and a crash before meta 1 is
-// durable leaves meta 1 all zeros, which Open takes as "never created".
+// create initialises an empty file in two flushes:
+//
+//  1. meta 0, the "creation meta": txid 1, steady txid 0, region 0 marked
+//     changed, so recovery verifies region 0's map before trusting it;
+//  2. region 0's map (slot A) and meta 1, a copy of meta 0.
+//
+// A crash before flush 1 leaves a file of zeros (Open creates it again); a
+// crash between the flushes leaves a creation meta whose map does not
+// verify, which recovery also reads as "never created". No other meta has
+// steady txid 0, so neither case can be taken for a file that held data.
 func (db *DB) create(fs vfs.FS) error {
 	ps := db.opts.PageSize
 	if ps == 0 {
@@ -376,30 +409,25 @@ func (db *DB) create(fs vfs.FS) error {
 	}
 	db.pager = p
 	const txid = 1
-	hwm := uint64(4)
-	free := make([]uint64, page.RegionPages(ps)/64)
-	mapBuf := make([]byte, ps)
-	page.EncodeRegionMap(mapBuf, ps, page.MapSlot(ps, 0, 0), txid, free)
-	if err := p.WriteRuns([]pager.Run{{ID: page.MapSlot(ps, 0, 0), Data: mapBuf}, {ID: page.MapSlot(ps, 0, 1), Data: make([]byte, ps)}}); err != nil {
-		return err
-	}
-	if err := p.Sync(vfs.SyncData); err != nil {
-		return err
-	}
 	meta := &page.Meta{
 		PageSize:    ps,
 		Txid:        txid,
-		Steady:      txid,
-		HWM:         hwm,
+		Steady:      0,
+		HWM:         4,
 		RegionPages: page.RegionPages(ps),
 		Selector:    make([]byte, 1),
-		Changed:     make([]byte, 1),
+		Changed:     []byte{1},
 	}
-	buf := make([]byte, 2*ps)
-	page.EncodeMeta(buf[:ps], meta)
-	page.EncodeMeta(buf[ps:], meta)
-	for slot := 0; slot < 2; slot++ {
-		if err := p.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf[slot*ps : (slot+1)*ps]}}); err != nil {
+	metaBuf := make([]byte, ps)
+	page.EncodeMeta(metaBuf, meta)
+	mapBuf := make([]byte, ps)
+	page.EncodeRegionMap(mapBuf, ps, page.MapSlot(ps, 0, 0), txid, make([]uint64, page.RegionMapWords(ps)))
+	steps := [][]pager.Run{
+		{{ID: 0, Data: metaBuf}},
+		{{ID: 1, Data: metaBuf}, {ID: page.MapSlot(ps, 0, 0), Data: mapBuf}, {ID: page.MapSlot(ps, 0, 1), Data: make([]byte, ps)}},
+	}
+	for _, runs := range steps {
+		if err := p.WriteRuns(runs); err != nil {
 			return err
 		}
 		if err := p.Sync(vfs.SyncData); err != nil {
@@ -407,7 +435,7 @@ func (db *DB) create(fs vfs.FS) error {
 		}
 	}
 	syncDir(fs, db.path)
-	m, err := page.DecodeMeta(0, buf[:ps])
+	m, err := page.DecodeMeta(0, metaBuf)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,12 @@ func (t *Tree) readBlob(ref page.BlobRef) ([]byte, error) {
 	// Invariant: every extent adds at least one byte and the total may not
 	// pass ref.Length, so this loop ends even on a file with a cycle.
 	out := make([]byte, 0, ref.Length)
-	for {
+	for extents := uint64(1); ; extents++ {
+		if extents > e.HWM {
+			err := page.Corruptf(ref.First.ID, "blob chain longer than the file (cycle?)")
+			e.fail(err)
+			return nil, err
+		}
 		if len(ext.Payload) == 0 || uint64(len(out)+len(ext.Payload)) > ref.Length {
 			err := page.Corruptf(ext.Next.ID, "blob chain does not add up to %d bytes", ref.Length)
 			e.fail(err)
@@ -78,9 +83,19 @@ func (t *Tree) readBlob(ref page.BlobRef) ([]byte, error) {
 // extents lists the runs of a committed blob, validating the chain.
 func (t *Tree) extents(ref page.BlobRef, fn func(page.ExtentRef, page.BlobExtent) error) error {
 	e := t.env
+	if ref.Length > MaxValueSize || ref.Length > e.HWM*uint64(e.PageSize) {
+		err := page.Corruptf(ref.First.ID, "blob length %d is impossible", ref.Length)
+		e.fail(err)
+		return err
+	}
 	cur := ref.First
 	var total uint64
-	for cur.ID != 0 {
+	for extents := uint64(0); cur.ID != 0; extents++ {
+		if extents >= e.HWM {
+			err := page.Corruptf(ref.First.ID, "blob chain longer than the file (cycle?)")
+			e.fail(err)
+			return err
+		}
 		ext, err := page.ReadBlobExtent(e.Data, 0, e.PageSize, cur, e.HWM)
 		if err != nil {
 			e.fail(err)
@@ -169,15 +184,15 @@ func (t *Tree) writeBlob(v []byte) (page.BlobRef, error) {
 // blobs and the trees of nested buckets. Used when a bucket is deleted.
 func FreeAll(env *Env, root page.Ref) error {
 	t := Open(env, root)
-	return t.freeAll(root, 0)
+	return t.freeAll(root, 0, 0)
 }
 
-func (t *Tree) freeAll(ref page.Ref, depth int) error {
+func (t *Tree) freeAll(ref page.Ref, depth, nest int) error {
 	if ref.IsZero() {
 		return nil
 	}
-	if depth >= MaxDepth {
-		err := page.Corruptf(ref.ID, "tree deeper than %d levels (cycle?)", MaxDepth)
+	if depth >= MaxDepth || nest > MaxNesting {
+		err := page.Corruptf(ref.ID, "tree deeper than %d levels or buckets nested deeper than %d (cycle?)", MaxDepth, MaxNesting)
 		t.env.fail(err)
 		return err
 	}
@@ -188,7 +203,7 @@ func (t *Tree) freeAll(ref page.Ref, depth int) error {
 	}
 	for i := 0; i < p.Count(); i++ {
 		if !p.IsLeaf() {
-			if err := t.freeAll(p.BranchChild(i), depth+1); err != nil {
+			if err := t.freeAll(p.BranchChild(i), depth+1, nest); err != nil {
 				return err
 			}
 			continue
@@ -209,7 +224,7 @@ func (t *Tree) freeAll(ref page.Ref, depth int) error {
 				t.env.fail(err)
 				return err
 			}
-			if err := t.freeAll(rec.Root, depth+1); err != nil {
+			if err := t.freeAll(rec.Root, 0, nest+1); err != nil {
 				return err
 			}
 		}

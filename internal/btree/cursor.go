@@ -228,6 +228,7 @@ func (c *Cursor) Prev() (key, value []byte, flags uint32, ok bool) {
 }
 
 func (c *Cursor) next() (key, value []byte, flags uint32, ok bool) {
+	prevKey := c.key
 	for {
 		i := len(c.stack) - 1
 		for ; i >= 0; i-- {
@@ -250,11 +251,26 @@ func (c *Cursor) next() (key, value []byte, flags uint32, ok bool) {
 		if c.stack[len(c.stack)-1].count() == 0 {
 			continue
 		}
-		return c.current()
+		return c.advanced(prevKey, 1)
 	}
 }
 
+// advanced returns the element under the cursor after a move, checking that
+// the key moved in direction dir (1 forward, -1 back) from prevKey. On a
+// corrupt file whose branches point to one subtree many times (no cycle, so
+// the depth cap does not fire) a walk could otherwise visit exponentially
+// many paths; with this check every leaf is visited at most once per walk.
+func (c *Cursor) advanced(prevKey []byte, dir int) (key, value []byte, flags uint32, ok bool) {
+	k, v, f, ok := c.current()
+	if ok && prevKey != nil && bytes.Compare(k, prevKey)*dir <= 0 {
+		c.fail(page.Corruptf(c.t.root.ID, "key %q does not move past %q (keys out of order or a page reachable twice)", trim(k), trim(prevKey)))
+		return nil, nil, 0, false
+	}
+	return k, v, f, ok
+}
+
 func (c *Cursor) prev() (key, value []byte, flags uint32, ok bool) {
+	prevKey := c.key
 	for {
 		i := len(c.stack) - 1
 		for ; i >= 0; i-- {
@@ -279,7 +295,7 @@ func (c *Cursor) prev() (key, value []byte, flags uint32, ok bool) {
 		if c.stack[len(c.stack)-1].count() == 0 {
 			continue
 		}
-		return c.current()
+		return c.advanced(prevKey, -1)
 	}
 }
 

@@ -23,6 +23,11 @@ import (
 // (for example branch pages that form a cycle).
 const MaxDepth = 64
 
+// MaxNesting caps how deeply buckets nest. Each bucket's tree has its own
+// MaxDepth budget; this bounds walks through bucket records that form a
+// cycle on a corrupt file.
+const MaxNesting = 64
+
 // Allocator hands out and takes back page runs for a write transaction.
 type Allocator interface {
 	// Allocate returns the first page of a free run of n contiguous pages.

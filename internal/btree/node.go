@@ -2,7 +2,6 @@ package btree
 
 import (
 	"bytes"
-	"sort"
 
 	"github.com/rivetkv/rivet/internal/page"
 )
@@ -83,9 +82,19 @@ func (n *node) sizeLessThan(v int) bool {
 	return true
 }
 
+// search returns the index of the first element whose key is >= key, and
+// whether it is equal.
 func (n *node) search(key []byte) (int, bool) {
-	i := sort.Search(len(n.inodes), func(i int) bool { return bytes.Compare(n.inodes[i].key, key) >= 0 })
-	return i, i < len(n.inodes) && bytes.Equal(n.inodes[i].key, key)
+	lo, hi := 0, len(n.inodes)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if bytes.Compare(n.inodes[mid].key, key) < 0 {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, lo < len(n.inodes) && bytes.Equal(n.inodes[lo].key, key)
 }
 
 // childAt materialises the child at index i of a branch.

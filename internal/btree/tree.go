@@ -117,10 +117,16 @@ func (t *Tree) Get(key []byte) (value []byte, flags uint32, found bool) {
 	return v, f, true
 }
 
+// ErrGuarded is returned by Put and Delete when the existing element's flags
+// intersect the guard mask; nothing is changed.
+var ErrGuarded = errors.New("btree: existing element is guarded")
+
 // Put stores value under key with flags (0, page.FlagBucket). Values longer
 // than the inline limit become blobs at spill. The key is copied; the value
-// must stay valid for the transaction (bbolt's contract).
-func (t *Tree) Put(key, value []byte, flags uint32) error {
+// must stay valid for the transaction (bbolt's contract). If an element with
+// the key exists and its flags intersect guard, Put returns ErrGuarded and
+// changes nothing (one search instead of a Get and a Put).
+func (t *Tree) Put(key, value []byte, flags, guard uint32) error {
 	if !t.env.Writable() {
 		return errors.New("btree: put in a read transaction")
 	}
@@ -136,6 +142,9 @@ func (t *Tree) Put(key, value []byte, flags uint32) error {
 		return err
 	}
 	i, exact := n.search(key)
+	if exact && n.inodes[i].flags&guard != 0 {
+		return ErrGuarded
+	}
 	if exact && n.inodes[i].flags&page.FlagBlob != 0 && n.inodes[i].flags&flagPendingBlob == 0 {
 		t.deferFreeBlob(n.inodes[i].value)
 	}
@@ -154,8 +163,9 @@ func (t *Tree) Put(key, value []byte, flags uint32) error {
 	return nil
 }
 
-// Delete removes key; it reports whether the key existed.
-func (t *Tree) Delete(key []byte) (bool, error) {
+// Delete removes key; it reports whether the key existed. If the element's
+// flags intersect guard, it returns ErrGuarded and changes nothing.
+func (t *Tree) Delete(key []byte, guard uint32) (bool, error) {
 	if !t.env.Writable() {
 		return false, errors.New("btree: delete in a read transaction")
 	}
@@ -167,6 +177,9 @@ func (t *Tree) Delete(key []byte) (bool, error) {
 	}
 	if !ok || !bytes.Equal(k, key) {
 		return false, nil
+	}
+	if flags&guard != 0 {
+		return true, ErrGuarded
 	}
 	return true, c.deleteCurrent(v, flags)
 }
@@ -440,17 +453,14 @@ func (t *Tree) write(n *node) (page.Ref, error) {
 	}
 	buf := make([]byte, pages*uint64(ps))
 	if n.leaf {
-		elems := make([]page.LeafElem, len(n.inodes))
-		for i, in := range n.inodes {
-			elems[i] = page.LeafElem{Flags: in.flags, Key: in.key, Value: in.value}
-		}
-		page.EncodeLeaf(buf, ps, id, t.env.Txid, elems)
+		page.EncodeLeafFunc(buf, ps, id, t.env.Txid, len(n.inodes), func(i int) (uint32, []byte, []byte) {
+			in := &n.inodes[i]
+			return in.flags, in.key, in.value
+		})
 	} else {
-		elems := make([]page.BranchElem, len(n.inodes))
-		for i, in := range n.inodes {
-			elems[i] = page.BranchElem{Key: in.key, Child: in.child}
-		}
-		page.EncodeBranch(buf, ps, id, t.env.Txid, elems)
+		page.EncodeBranchFunc(buf, ps, id, t.env.Txid, len(n.inodes), func(i int) ([]byte, page.Ref) {
+			return n.inodes[i].key, n.inodes[i].child
+		})
 	}
 	t.env.Runs = append(t.env.Runs, Run{ID: id, Data: buf})
 	t.env.Stats.PageCount += int64(pages)

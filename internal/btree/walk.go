@@ -20,8 +20,9 @@ type Walker struct {
 	MinTxid uint64
 	// VerifyChecksums compares each run's CRC-32C with its parent's record.
 	VerifyChecksums bool
-	// Visit, if set, is called once for every run reached.
-	Visit func(id page.ID, pages uint64, t page.Type)
+	// Visit, if set, is called once for every run reached; an error it
+	// returns is reported like any other problem.
+	Visit func(id page.ID, pages uint64, t page.Type) error
 	// Report receives each problem found; returning false stops the walk.
 	// If nil, the walk stops at the first problem.
 	Report func(err error) bool
@@ -34,7 +35,7 @@ type Walker struct {
 // nested bucket tree and blob below it. It returns the first problem found.
 func (w *Walker) Walk(root page.Ref) error {
 	if !root.IsZero() && w.want(root.Txid) {
-		w.node(root, 0, nil, nil)
+		w.node(root, 0, 0, nil, nil)
 	}
 	return w.first
 }
@@ -72,12 +73,19 @@ func (w *Walker) fetchRun(id page.ID, t page.Type) ([]byte, page.Header, error) 
 	return run, h, err
 }
 
-func (w *Walker) node(ref page.Ref, depth int, lo, hi []byte) {
+// node visits the run ref points to: depth counts levels inside one bucket's
+// tree, nest counts bucket nesting; both are capped, so a walk over a file
+// whose pages form cycles ends.
+func (w *Walker) node(ref page.Ref, depth, nest int, lo, hi []byte) {
 	if w.stopped {
 		return
 	}
 	if depth >= MaxDepth {
 		w.report(page.Corruptf(ref.ID, "tree deeper than %d levels (cycle?)", MaxDepth))
+		return
+	}
+	if nest > MaxNesting {
+		w.report(page.Corruptf(ref.ID, "buckets nested deeper than %d (cycle?)", MaxNesting))
 		return
 	}
 	run, _, err := w.fetchRun(ref.ID, page.TypeLeaf)
@@ -98,7 +106,10 @@ func (w *Walker) node(ref page.Ref, depth int, lo, hi []byte) {
 	}
 	h := n.Header()
 	if w.Visit != nil {
-		w.Visit(ref.ID, h.Pages(), h.Type)
+		if err := w.Visit(ref.ID, h.Pages(), h.Type); err != nil {
+			w.report(err)
+			return
+		}
 	}
 	var prev []byte
 	for i := 0; i < n.Count() && !w.stopped; i++ {
@@ -140,7 +151,7 @@ func (w *Walker) node(ref page.Ref, depth int, lo, hi []byte) {
 			} else {
 				next = hi
 			}
-			w.node(child, depth+1, key, next)
+			w.node(child, depth+1, nest, key, next)
 			continue
 		}
 		flags, _, v, err := n.LeafElem(i)
@@ -160,7 +171,7 @@ func (w *Walker) node(ref page.Ref, depth int, lo, hi []byte) {
 				continue
 			}
 			if !rec.Root.IsZero() && w.want(rec.Root.Txid) {
-				w.node(rec.Root, depth+1, nil, nil)
+				w.node(rec.Root, 0, nest+1, nil, nil)
 			}
 		case page.FlagBlob:
 			b, err := page.DecodeBlobRef(ref.ID, v)
@@ -180,9 +191,19 @@ func (w *Walker) node(ref page.Ref, depth int, lo, hi []byte) {
 }
 
 func (w *Walker) blob(b page.BlobRef) {
+	if b.Length > MaxValueSize || b.Length > w.HWM*uint64(w.PageSize) {
+		w.report(page.Corruptf(b.First.ID, "blob length %d is impossible", b.Length))
+		return
+	}
 	cur := b.First
 	var total uint64
-	for cur.ID != 0 && !w.stopped {
+	// Invariant: each extent adds at least one byte and a chain has at most
+	// one extent per page of the file, so the loop ends even on a cycle.
+	for extents := uint64(0); cur.ID != 0 && !w.stopped; extents++ {
+		if extents >= w.HWM {
+			w.report(page.Corruptf(b.First.ID, "blob chain longer than the file (cycle?)"))
+			return
+		}
 		if uint64(cur.Pages) > w.HWM || cur.ID >= w.HWM {
 			w.report(page.Corruptf(cur.ID, "blob extent of %d pages outside the file", cur.Pages))
 			return
@@ -204,7 +225,10 @@ func (w *Walker) blob(b page.BlobRef) {
 			}
 		}
 		if w.Visit != nil {
-			w.Visit(cur.ID, uint64(cur.Pages), page.TypeBlob)
+			if err := w.Visit(cur.ID, uint64(cur.Pages), page.TypeBlob); err != nil {
+				w.report(err)
+				return
+			}
 		}
 		total += uint64(len(ext.Payload))
 		if len(ext.Payload) == 0 || total > b.Length {

@@ -231,12 +231,10 @@ func FuzzDecodeMeta(f *testing.F) {
 		}
 		// Documented validity: region count agrees with the HWM (without
 		// overflow), fits the page, root inside [minHWM, HWM).
-		// BUG(meta-hwm-overflow): an HWM within a region of 2^64 makes
-		// RegionCount's rounding overflow to a small count, which DecodeMeta
-		// then takes as agreeing. TestDecodeMetaRejectsOverflowingHWM is the
-		// regression test; skipped here so fuzzing can go on.
+		// Regression (meta-hwm-overflow): an HWM within a region of 2^64
+		// made RegionCount's rounding overflow to a small count.
 		if m.HWM > maxRealHWM(m.PageSize) {
-			t.Skip("bug meta-hwm-overflow: accepted an HWM past the largest file")
+			t.Fatalf("accepted HWM %d past the largest file", m.HWM)
 		}
 		count := m.RegionCount()
 		if hi, lo := bits.Mul64(count, m.RegionPages); hi != 0 || lo < m.HWM || count > MaxRegions(m.PageSize) || m.HWM > maxRealHWM(m.PageSize) {
@@ -245,12 +243,10 @@ func FuzzDecodeMeta(f *testing.F) {
 		if m.HWM < minHWM || (m.Root.ID != 0 && (m.Root.ID < minHWM || m.Root.ID >= m.HWM)) || m.Steady > m.Txid {
 			t.Fatalf("accepted inconsistent meta %+v", m)
 		}
-		// BUG(meta-unchecked-fields): DecodeMeta accepts a meta whose flags
-		// (offset 68) or reserved bytes [84, 128) are not zero, so such a
-		// meta does not re-encode identically. Skipped here so fuzzing can
-		// go on; TestDecodeMetaRejectsNonzeroFlags is the regression test.
+		// Regression (meta-unchecked-fields): a meta whose flags or
+		// reserved bytes are not zero used to be accepted.
 		if binary.LittleEndian.Uint32(buf[metaOffFlags:]) != 0 || !IsZeroPage(buf[metaReservedOff:metaFixedSize]) {
-			t.Skip("bug meta-unchecked-fields: nonzero meta flags/reserved bytes accepted")
+			t.Fatalf("accepted a meta with non-zero flags or reserved bytes")
 		}
 		ml := metaLen(m)
 		if ml > m.PageSize || len(m.Selector) != BitmapLen(count) || len(m.Changed) != BitmapLen(count) {
@@ -369,7 +365,6 @@ func forgeMeta(ps int, edit func(buf []byte)) []byte {
 // sets them was written by something else (or a newer rivet) and must not be
 // taken as a valid version-1 meta.
 func TestDecodeMetaRejectsNonzeroFlags(t *testing.T) {
-	t.Skip("bug meta-unchecked-fields: DecodeMeta does not check the flags field or the reserved bytes")
 	for _, off := range []int{metaOffFlags, metaReservedOff, metaFixedSize - 1} {
 		buf := forgeMeta(1024, func(b []byte) { b[off] = 1 })
 		if _, err := DecodeMeta(0, buf); err == nil {
@@ -390,7 +385,7 @@ func TestDecodeMetaRejectsOverflowingHWM(t *testing.T) {
 		})
 		m, err := DecodeMeta(0, buf)
 		if err == nil {
-			t.Skipf("bug meta-hwm-overflow: DecodeMeta accepted HWM %d with %d regions", m.HWM, m.RegionCount())
+			t.Fatalf("DecodeMeta accepted HWM %d with %d regions", m.HWM, m.RegionCount())
 		}
 		wantCorrupt(t, "DecodeMeta", err, 0)
 	}

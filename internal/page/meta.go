@@ -163,6 +163,15 @@ func DecodeMeta(id ID, buf []byte) (*Meta, error) {
 	}
 	// Only structural checks below: the checksum matched, so a failure here
 	// means a bug or a deliberately forged page; still never trust it.
+	if f := le.Uint32(buf[metaOffFlags:]); f != 0 {
+		return nil, Corruptf(id, "meta flags %#x, want 0", f)
+	}
+	if !IsZeroPage(buf[metaOffFirstFree+4 : metaFixedSize]) {
+		return nil, Corruptf(id, "meta reserved bytes are not zero")
+	}
+	if m.HWM > MaxRegions(ps)*RegionPages(ps) {
+		return nil, Corruptf(id, "meta high-water mark %d past the largest file", m.HWM)
+	}
 	if m.HWM < minHWM {
 		return nil, Corruptf(id, "meta high-water mark %d below the minimum %d", m.HWM, minHWM)
 	}

@@ -284,34 +284,51 @@ func RunPages(size, pageSize int) uint64 { return uint64((size + pageSize - 1) /
 // page count times the page size. Unused bytes are zeroed so the checksum
 // is deterministic.
 func EncodeBranch(buf []byte, pageSize int, id ID, txid uint64, elems []BranchElem) {
-	clear(buf)
-	PutHeader(buf, Header{Type: TypeBranch, Count: uint32(len(elems)), Txid: txid, ID: id, Overflow: uint32(len(buf)/pageSize - 1)})
-	off := HeaderSize + len(elems)*BranchElemSize
+	EncodeBranchFunc(buf, pageSize, id, txid, len(elems), func(i int) ([]byte, Ref) {
+		return elems[i].Key, elems[i].Child
+	})
+}
+
+// EncodeBranchFunc is EncodeBranch with the elements supplied by a function,
+// so callers need not build a slice of elements first.
+func EncodeBranchFunc(buf []byte, pageSize int, id ID, txid uint64, n int, elem func(i int) (key []byte, child Ref)) {
+	PutHeader(buf, Header{Type: TypeBranch, Count: uint32(n), Txid: txid, ID: id, Overflow: uint32(len(buf)/pageSize - 1)})
+	off := HeaderSize + n*BranchElemSize
 	le := binary.LittleEndian
-	for i, e := range elems {
+	for i := 0; i < n; i++ {
+		key, child := elem(i)
 		p := buf[HeaderSize+i*BranchElemSize:]
-		le.PutUint64(p[0:], e.Child.ID)
-		le.PutUint64(p[8:], e.Child.Txid)
-		le.PutUint32(p[16:], e.Child.Checksum)
+		le.PutUint64(p[0:], child.ID)
+		le.PutUint64(p[8:], child.Txid)
+		le.PutUint32(p[16:], child.Checksum)
 		le.PutUint32(p[20:], uint32(off))
-		le.PutUint32(p[24:], uint32(len(e.Key)))
-		off += copy(buf[off:], e.Key)
+		le.PutUint32(p[24:], uint32(len(key)))
+		off += copy(buf[off:], key)
 	}
+	clear(buf[off:])
 }
 
 // EncodeLeaf writes a leaf node into buf (see EncodeBranch).
 func EncodeLeaf(buf []byte, pageSize int, id ID, txid uint64, elems []LeafElem) {
-	clear(buf)
-	PutHeader(buf, Header{Type: TypeLeaf, Count: uint32(len(elems)), Txid: txid, ID: id, Overflow: uint32(len(buf)/pageSize - 1)})
-	off := HeaderSize + len(elems)*LeafElemSize
+	EncodeLeafFunc(buf, pageSize, id, txid, len(elems), func(i int) (uint32, []byte, []byte) {
+		return elems[i].Flags, elems[i].Key, elems[i].Value
+	})
+}
+
+// EncodeLeafFunc is EncodeLeaf with the elements supplied by a function.
+func EncodeLeafFunc(buf []byte, pageSize int, id ID, txid uint64, n int, elem func(i int) (flags uint32, key, value []byte)) {
+	PutHeader(buf, Header{Type: TypeLeaf, Count: uint32(n), Txid: txid, ID: id, Overflow: uint32(len(buf)/pageSize - 1)})
+	off := HeaderSize + n*LeafElemSize
 	le := binary.LittleEndian
-	for i, e := range elems {
+	for i := 0; i < n; i++ {
+		flags, key, value := elem(i)
 		p := buf[HeaderSize+i*LeafElemSize:]
-		le.PutUint32(p[0:], e.Flags)
+		le.PutUint32(p[0:], flags)
 		le.PutUint32(p[4:], uint32(off))
-		le.PutUint32(p[8:], uint32(len(e.Key)))
-		le.PutUint32(p[12:], uint32(len(e.Value)))
-		off += copy(buf[off:], e.Key)
-		off += copy(buf[off:], e.Value)
+		le.PutUint32(p[8:], uint32(len(key)))
+		le.PutUint32(p[12:], uint32(len(value)))
+		off += copy(buf[off:], key)
+		off += copy(buf[off:], value)
 	}
+	clear(buf[off:])
 }
