@@ -1,6 +1,6 @@
 package rivet
 
-// Profiling benchmarks for the read path. Speed claims come from bench/,
+// Profiling benchmarks for the read and load paths. Speed claims come from bench/,
 // which runs rivet and bbolt side by side; these exist to profile rivet
 // alone (go test -bench Get -cpuprofile ...).
 
@@ -72,4 +72,27 @@ func BenchmarkScan10(b *testing.B) {
 		}
 		return nil
 	})
+}
+
+// BenchmarkBulkLoadSeq loads 100k sequential keys in 1000-key transactions
+// (NoSync, so it measures CPU, not the disk).
+func BenchmarkBulkLoadSeq(b *testing.B) {
+	for it := 0; it < b.N; it++ {
+		db := openTestDB(b, &Options{NoSync: true})
+		const n = 100000
+		for s := 0; s < n; s += 1000 {
+			_ = db.Update(func(tx *Tx) error {
+				bk, _ := tx.CreateBucketIfNotExists([]byte("b"))
+				for i := s; i < s+1000; i++ {
+					k := make([]byte, 16)
+					binary.BigEndian.PutUint64(k, uint64(i))
+					if err := bk.Put(k, make([]byte, 100)); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		db.checkAndClose()
+	}
 }
