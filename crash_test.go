@@ -120,7 +120,7 @@ func TestCrashRecovery(t *testing.T) {
 		}
 		op++
 	}}
-	db, err := openFS(hook, "/db", 0o600, &Options{PageSize: 1024})
+	db, err := openFS(hook, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	fellBack := 0
 	for _, c := range crashes {
-		cdb, err := openFS(c.image, "/db", 0o600, &Options{PageSize: 1024})
+		cdb, err := openFS(c.image, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
 		if err != nil {
 			t.Fatalf("crash at op %d (after commit %d): open: %v", c.op, c.acked, err)
 		}

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
-
-	rerrors "github.com/rivetkv/rivet/errors"
 )
 
 // testDB is a DB opened for a test; when the test ends it is checked in
@@ -74,4 +72,7 @@ func mustCheck(t testing.TB, db *DB) {
 	}
 }
 
-func isCorrupt(err error) bool { return errors.Is(err, rerrors.ErrCorrupt) }
+// memMapSize is the map reserve for databases on the in-memory file systems:
+// there a "mapping" is a real allocation, so the 1 GiB default would cost
+// an allocation of that size per Open.
+const memMapSize = 1 << 20

@@ -67,8 +67,8 @@ func buildFragmented(t *testing.T, db *DB, blobs int) int {
 // freelist: 1.6 MB for 200,000 free pages), and Open reads the same small
 // number of pages on a large file as on a tiny one. Counts, not timings.
 func TestOneKeyCommitIO(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds an 800 MB file")
+	if testing.Short() || raceEnabled {
+		t.Skip("builds an 800 MB file: not in -short mode or under the race detector (scripts/test.sh runs it without -race)")
 	}
 	mem := vfs.NewMem()
 	counts := vfs.NewCounting(mem)

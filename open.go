@@ -130,10 +130,10 @@ func (db *DB) load(fs vfs.FS) error {
 				return e
 			}
 		}
-		if errors.Is(errs[0], rerrors.ErrInvalid) && errors.Is(errs[1], rerrors.ErrInvalid) {
-			return rerrors.ErrInvalid
-		}
-		return fmt.Errorf("%w: no valid meta page: %v; %v", rerrors.ErrInvalid, errs[0], errs[1])
+		// bbolt returns ErrInvalid itself here and callers compare with ==,
+		// so the details go to the log rather than into a wrapped error.
+		db.logger.Errorf("%s: no valid meta page: meta 0: %v; meta 1: %v", db.path, errs[0], errs[1])
+		return rerrors.ErrInvalid
 	}
 	ps := 0
 	for _, m := range metas {

@@ -38,6 +38,9 @@ done
 step "library tests with the race detector"
 go test -race -count=1 ./...
 
+step "large-file tests without the race detector (1 GiB value, 824 MiB fragmented file)"
+go test -count=1 -run 'TestOneGiBValue|TestOneKeyCommitIO' -v . | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|io_test' 
+
 step "fuzz targets, ${FUZZTIME} each"
 for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "${pkg}")

@@ -78,6 +78,7 @@ func (c *Cursor) fail(err error) {
 }
 
 func (c *Cursor) pushRoot() bool {
+	c.key = nil
 	c.stack = c.stack[:0]
 	c.mods = c.t.mods
 	if c.t.rootNode != nil {
@@ -239,9 +240,11 @@ func (c *Cursor) next() (key, value []byte, flags uint32, ok bool) {
 			}
 		}
 		if i < 0 {
-			// Past the end: stay on the last leaf, one beyond its last element.
+			// Past the end: stay on the last leaf, one beyond its last
+			// element. The next move starts a fresh walk back.
 			top := &c.stack[len(c.stack)-1]
 			top.index = top.count()
+			c.key = nil
 			return nil, nil, 0, false
 		}
 		c.stack = c.stack[:i+1]
@@ -286,6 +289,7 @@ func (c *Cursor) prev() (key, value []byte, flags uint32, ok bool) {
 		if i < 0 {
 			top := &c.stack[len(c.stack)-1]
 			top.index = -1
+			c.key = nil
 			return nil, nil, 0, false
 		}
 		c.stack = c.stack[:i+1]
@@ -300,7 +304,10 @@ func (c *Cursor) prev() (key, value []byte, flags uint32, ok bool) {
 }
 
 // search positions the path at the leaf where key is or would be inserted.
+// It starts a fresh walk: the key-order check of next and prev does not
+// reach back across it.
 func (c *Cursor) search(key []byte) {
+	c.key = nil
 	if !c.pushRoot() {
 		return
 	}
