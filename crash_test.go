@@ -2,6 +2,7 @@ package rivet
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"math/rand"
 	randv2 "math/rand/v2"
@@ -89,14 +90,42 @@ type crashPoint struct {
 // unsynced writes surviving, reordered and torn at 512-byte sectors. Every
 // crash image must open, pass Check and hold exactly the last acknowledged
 // commit or the one in flight — never an older state, never a mix.
+//
+// -rivet.crashpoints=N sets the number of crash points (default 300, 60 with
+// -short). They are taken in rounds of up to 300 (60 with -short): round r
+// runs the workload with seed+r, so memory stays that of one round and a
+// failing round replays alone with -rivet.seed=seed+r.
 func TestCrashRecovery(t *testing.T) {
 	seed := testSeed(t)
+	perRound := 300
+	if testing.Short() {
+		perRound = 60
+	}
+	total := perRound
+	if *crashPointsFlag > 0 {
+		total = *crashPointsFlag
+	}
+	for round := 0; total > 0; round++ {
+		n := min(total, perRound)
+		total -= n
+		if round > 0 {
+			t.Logf("round %d: seed %d (replay alone with -rivet.seed=%d)", round, seed+int64(round), seed+int64(round))
+		}
+		crashRecoveryRound(t, seed+int64(round), n)
+	}
+}
+
+var crashPointsFlag = flag.Int("rivet.crashpoints", 0, "crash points for TestCrashRecovery (0: 300, or 60 with -short)")
+
+// crashRecoveryRound runs one round of TestCrashRecovery: one workload with
+// up to points crash points.
+func crashRecoveryRound(t *testing.T, seed int64, points int) {
+	t.Helper()
 	rng := rand.New(rand.NewSource(seed))
 	crashRng := randv2.New(randv2.NewPCG(uint64(seed), 1))
 	commits := 120
-	points := 300
 	if testing.Short() {
-		commits, points = 40, 60
+		commits = 40
 	}
 	cfs := vfs.NewCrashable()
 	var crashes []crashPoint
@@ -134,6 +163,23 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	record() // state 0: the empty file after creation
 	acked = 0
+	// Images are verified as soon as the commit they may contain has
+	// finished, then dropped: each holds a copy of the file.
+	fellBack, verified := 0, 0
+	verify := func(final bool) {
+		keep := crashes[:0]
+		for _, c := range crashes {
+			if !final && c.acked+1 >= len(states) {
+				keep = append(keep, c)
+				continue
+			}
+			if verifyCrashImage(t, c, states) {
+				fellBack++
+			}
+			verified++
+		}
+		crashes = keep
+	}
 	for i := 1; i <= commits; i++ {
 		err := db.Update(func(tx *Tx) error {
 			for j := 0; j < 1+rng.Intn(20); j++ {
@@ -177,47 +223,52 @@ func TestCrashRecovery(t *testing.T) {
 		}
 		acked = i
 		record()
+		verify(false)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	fellBack := 0
-	for _, c := range crashes {
-		cdb, err := openFS(c.image, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
-		if err != nil {
-			t.Fatalf("crash at op %d (after commit %d): open: %v", c.op, c.acked, err)
-		}
-		if cdb.Recovery().FellBack {
-			fellBack++
-		}
-		mustCheck(t, cdb)
-		got, err := dumpDB(cdb)
-		if err != nil {
-			t.Fatalf("crash at op %d: read: %v", c.op, err)
-		}
-		ok := sameDump(got, states[c.acked]) || (c.acked+1 < len(states) && sameDump(got, states[c.acked+1]))
-		if !ok {
-			t.Fatalf("crash at op %d: state matches neither commit %d (acknowledged) nor %d (in flight)\n%s", c.op, c.acked, c.acked+1, describeDiff(got, states[c.acked]))
-		}
-		// The recovered file must take new commits.
-		if err := cdb.Update(func(tx *Tx) error {
-			b, err := tx.CreateBucketIfNotExists([]byte("after"))
-			if err != nil {
-				return err
-			}
-			return b.Put([]byte("k"), bytes.Repeat([]byte("v"), 300))
-		}); err != nil {
-			t.Fatalf("crash at op %d: commit after recovery: %v", c.op, err)
-		}
-		mustCheck(t, cdb)
-		if err := cdb.Close(); err != nil {
-			t.Fatal(err)
-		}
+	verify(true)
+	t.Logf("%d crash points over %d commits; %d recovered by falling back to the previous sync point", verified, commits, fellBack)
+	if verified < points/2 {
+		t.Fatalf("only %d crash points taken", verified)
 	}
-	t.Logf("%d crash points over %d commits; %d recovered by falling back to the previous sync point", len(crashes), commits, fellBack)
-	if len(crashes) < points/2 {
-		t.Fatalf("only %d crash points taken", len(crashes))
+}
+
+// verifyCrashImage opens one crash image and checks it holds the
+// acknowledged commit or the one in flight, passes Check and takes a new
+// commit. It reports whether recovery fell back to the previous sync point.
+func verifyCrashImage(t *testing.T, c crashPoint, states []map[string]string) bool {
+	t.Helper()
+	cdb, err := openFS(c.image, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
+	if err != nil {
+		t.Fatalf("crash at op %d (after commit %d): open: %v", c.op, c.acked, err)
 	}
+	fellBack := cdb.Recovery().FellBack
+	mustCheck(t, cdb)
+	got, err := dumpDB(cdb)
+	if err != nil {
+		t.Fatalf("crash at op %d: read: %v", c.op, err)
+	}
+	ok := sameDump(got, states[c.acked]) || (c.acked+1 < len(states) && sameDump(got, states[c.acked+1]))
+	if !ok {
+		t.Fatalf("crash at op %d: state matches neither commit %d (acknowledged) nor %d (in flight)\n%s", c.op, c.acked, c.acked+1, describeDiff(got, states[c.acked]))
+	}
+	// The recovered file must take new commits.
+	if err := cdb.Update(func(tx *Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte("after"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("k"), bytes.Repeat([]byte("v"), 300))
+	}); err != nil {
+		t.Fatalf("crash at op %d: commit after recovery: %v", c.op, err)
+	}
+	mustCheck(t, cdb)
+	if err := cdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return fellBack
 }
 
 func describeDiff(got, want map[string]string) string {
