@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -67,10 +68,29 @@ func TestRunAllWorkloadsTiny(t *testing.T) {
 		"durable-writes": {"commit latency", "commits/s", "total time"},
 		"bulk-load":      {"sequential keys/s", "random keys/s", "sequential file size", "random file size"},
 		"random-reads":   {"gets/s, 1 goroutine(s)", "gets/s, 2 goroutine(s)", "10-key scans/s"},
+		"update-locality": {"file size after load", "commit latency", "commits/s", "commits",
+			"engine write runs/commit"},
+		"batch-slasher": {"file size after load", "commit latency", "commits/s", "updates/s", "commits",
+			"engine write calls/commit", "file size at end"},
+		"memory": {"peak RSS", "peak RSS of an idle child"},
+	}
+	for _, z := range cfg.OpenSizes {
+		for _, state := range []string{"plain", "fragmented"} {
+			must["open-scaling"] = append(must["open-scaling"],
+				fmt.Sprintf("file size, %s %s", z, state), fmt.Sprintf("open, %s %s", z, state))
+		}
+	}
+	for _, mode := range []string{"update", "batch"} {
+		for _, g := range concurrentGoroutines {
+			must["concurrent-durable"] = append(must["concurrent-durable"],
+				fmt.Sprintf("commits/s, %s, %d goroutine(s)", mode, g), fmt.Sprintf("latency, %s, %d goroutine(s)", mode, g))
+		}
 	}
 	if _, ok := ReadProcIO(); ok {
 		must["fragmented"] = append(must["fragmented"], "wchar/commit")
 		must["durable-writes"] = append(must["durable-writes"], "wchar/commit")
+		must["update-locality"] = append(must["update-locality"], "wchar/commit", "write syscalls/commit")
+		must["batch-slasher"] = append(must["batch-slasher"], "wchar/commit")
 	}
 	for w, figs := range must {
 		for _, f := range figs {
@@ -127,6 +147,8 @@ func TestRunAllWorkloadsTiny(t *testing.T) {
 		}
 	}
 
+	checkNewWorkloads(t, cfg, rep.Results, engines)
+
 	// The databases are gone; the directory given is left empty.
 	if left, _ := os.ReadDir(cfg.Dir); len(left) != 0 {
 		t.Errorf("bench left %d entries in %s", len(left), cfg.Dir)
@@ -155,6 +177,60 @@ func TestRunAllWorkloadsTiny(t *testing.T) {
 	}
 	if len(back.Results) != len(rep.Results) || !slices.Equal(back.Config.Engines, engines) {
 		t.Errorf("JSON round trip: %d results (want %d), engines %v", len(back.Results), len(rep.Results), back.Config.Engines)
+	}
+}
+
+// checkNewWorkloads asserts what the open-scaling, update-locality,
+// batch-slasher, memory and concurrent-durable rows must say whatever the
+// machine's speed.
+func checkNewWorkloads(t *testing.T, cfg Config, rs []Result, engines []string) {
+	t.Helper()
+	for _, z := range cfg.OpenSizes {
+		for _, state := range []string{"plain", "fragmented"} {
+			label := fmt.Sprintf("%s %s", z, state)
+			// Only rivet counts pages read at Open, and it reads a few
+			// metas, not the file.
+			r, ok := find(rs, "open-scaling", "pages read at open, "+label, RivetEngine)
+			if !ok || r.Median < 1 || r.Median*4096 >= float64(z) {
+				t.Errorf("rivet pages read at open, %s: %+v (found %v)", label, r, ok)
+			}
+			if _, ok := find(rs, "open-scaling", "pages read at open, "+label, BaselineEngine); ok {
+				t.Errorf("bbolt has a pages-read row it cannot measure")
+			}
+			if r, _ := find(rs, "open-scaling", "open, "+label, BaselineEngine); r.Samples != openTimings {
+				t.Errorf("open, %s: %d samples, want %d", label, r.Samples, openTimings)
+			}
+		}
+	}
+	// Every rivet commit is one flush and writes at least one run.
+	if r, _ := find(rs, "update-locality", "engine flushes/commit", RivetEngine); r.Median != 1 {
+		t.Errorf("update-locality: rivet flushes/commit %v, want 1", r.Median)
+	}
+	for _, e := range engines {
+		if r, _ := find(rs, "update-locality", "engine write runs/commit", e); r.Median < 1 {
+			t.Errorf("update-locality on %s: %v write runs per commit", e, r.Median)
+		}
+		// A slasher commit writes 5000 values of 100 bytes, through the
+		// kernel whatever the engine.
+		if r, ok := find(rs, "batch-slasher", "wchar/commit", e); ok && r.Median < slasherBatch*ValueSize {
+			t.Errorf("batch-slasher on %s: %v bytes per commit, below the values' own size", e, r.Median)
+		}
+		peak, _ := find(rs, "memory", "peak RSS", e)
+		idle, _ := find(rs, "memory", "peak RSS of an idle child", e)
+		if peak.Median < idle.Median || idle.Median < 1<<20 {
+			t.Errorf("memory on %s: peak %v, idle child %v", e, peak.Median, idle.Median)
+		}
+	}
+	// Without group commit, one goroutine's commits are one flush each; with
+	// more goroutines rivet may share flushes but never exceeds one per
+	// commit. Batch shares flushes between goroutines.
+	for _, mode := range []string{"update", "batch"} {
+		for _, g := range concurrentGoroutines {
+			r, ok := find(rs, "concurrent-durable", fmt.Sprintf("flushes per 1000 commits, %s, %d goroutine(s)", mode, g), RivetEngine)
+			if !ok || r.Median <= 0 || r.Median > 1000 || (mode == "update" && g == 1 && r.Median != 1000) {
+				t.Errorf("rivet flushes per 1000 commits, %s, %d goroutines: %v (found %v)", mode, g, r.Median, ok)
+			}
+		}
 	}
 }
 
@@ -367,5 +443,28 @@ func TestInspectors(t *testing.T) {
 				t.Errorf("Check = %d, %v", n, err)
 			}
 		})
+	}
+}
+
+// TestMemoryChildIgnoresParentRSS checks the reason the child reports its
+// own peak: a parent holding a lot of memory must not inflate the figure
+// (on Linux, wait4's ru_maxrss would include the parent's RSS at fork).
+func TestMemoryChildIgnoresParentRSS(t *testing.T) {
+	ballast := make([]byte, 128<<20)
+	for i := 0; i < len(ballast); i += 4096 {
+		ballast[i] = 1
+	}
+	cfg := tinyConfig(t, RivetEngine)
+	e, _ := LookupEngine(RivetEngine)
+	env := &Env{Config: &cfg, Engine: e, Dir: t.TempDir(), rec: &recorder{}}
+	rss, err := runMemoryChild(context.Background(), env, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss <= 0 || rss > 64<<20 {
+		t.Errorf("idle child peak RSS %d bytes while the parent holds 128 MiB", rss)
+	}
+	if ballast[4096] != 1 {
+		t.Fatal("ballast lost")
 	}
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -27,6 +28,11 @@ type Config struct {
 	// Duration caps the fragmented commit loop; whichever of Commits and
 	// Duration comes first ends it.
 	Duration time.Duration `json:"duration_ns"`
+	// OpenSizes are the file sizes open-scaling builds (each once plain,
+	// once fragmented) and times Open on.
+	OpenSizes []Size `json:"open_sizes"`
+	// SlasherKeys is the key count batch-slasher spreads over its buckets.
+	SlasherKeys int `json:"slasher_keys"`
 	// Runs repeats every workload; medians are taken over runs.
 	Runs int `json:"runs"`
 	// Dir is where databases are created (a fresh subdirectory, removed
@@ -44,9 +50,12 @@ type Config struct {
 // "demo" for a first look on a laptop (about a minute for rivet alone on two
 // cores), "full" for numbers worth publishing.
 var Presets = map[string]Config{
-	"tiny": {Size: 2 << 20, Keys: 2_000, Reads: 4_000, Commits: 50, Duration: 2 * time.Second, Runs: 1},
-	"demo": {Size: 256 << 20, Keys: 100_000, Reads: 200_000, Commits: 1_000, Duration: 5 * time.Second, Runs: 1},
-	"full": {Size: 1 << 30, Keys: 1_000_000, Reads: 1_000_000, Commits: 1_000, Duration: 10 * time.Second, Runs: 3},
+	"tiny": {Size: 2 << 20, Keys: 2_000, Reads: 4_000, Commits: 50, Duration: 2 * time.Second, Runs: 1,
+		OpenSizes: []Size{1 << 20, 2 << 20, 4 << 20}, SlasherKeys: 8_000},
+	"demo": {Size: 256 << 20, Keys: 100_000, Reads: 200_000, Commits: 1_000, Duration: 5 * time.Second, Runs: 1,
+		OpenSizes: []Size{4 << 20, 16 << 20, 64 << 20}, SlasherKeys: 200_000},
+	"full": {Size: 1 << 30, Keys: 1_000_000, Reads: 1_000_000, Commits: 1_000, Duration: 10 * time.Second, Runs: 3,
+		OpenSizes: []Size{16 << 20, 1 << 30, 4 << 30}, SlasherKeys: 4_000_000},
 }
 
 // Preset returns the named preset.
@@ -55,6 +64,8 @@ func Preset(name string) (Config, error) {
 	if !ok {
 		return Config{}, fmt.Errorf("unknown preset %q (want tiny, demo or full)", name)
 	}
+	// A copy, so a caller changing the sizes does not change the preset.
+	c.OpenSizes = slices.Clone(c.OpenSizes)
 	return c, nil
 }
 
@@ -84,6 +95,15 @@ func (c *Config) validate() error {
 		return fmt.Errorf("duration must be positive, got %s", c.Duration)
 	case c.Runs <= 0:
 		return fmt.Errorf("runs must be positive, got %d", c.Runs)
+	case len(c.OpenSizes) == 0:
+		return fmt.Errorf("open sizes must not be empty")
+	case c.SlasherKeys < slasherBuckets*slasherBatch/10:
+		return fmt.Errorf("slasher keys must be at least %d, got %d", slasherBuckets*slasherBatch/10, c.SlasherKeys)
+	}
+	for _, z := range c.OpenSizes {
+		if z <= 0 {
+			return fmt.Errorf("open sizes must be positive, got %s", z)
+		}
 	}
 	return nil
 }

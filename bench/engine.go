@@ -40,6 +40,20 @@ type KV struct {
 	Key, Value []byte
 }
 
+// BucketKVs is the part of a multi-bucket update going to one bucket.
+type BucketKVs struct {
+	Bucket []byte
+	KVs    []KV
+}
+
+// Batcher is implemented by DBs whose engine can merge concurrent callers'
+// updates into one transaction, as bbolt's DB.Batch does. Batch returns
+// once kvs are durable in bucket; the engine decides which other callers'
+// updates share the commit.
+type Batcher interface {
+	Batch(bucket []byte, kvs []KV) error
+}
+
 // DB is an open database as the workloads see it. Every method is one
 // transaction, so a workload's transaction boundaries are explicit at the call
 // site and identical across engines.
@@ -47,6 +61,9 @@ type DB interface {
 	// Update puts kvs into bucket in one durable write transaction.
 	// With one pair it is the "one-key durable commit" of the seed report.
 	Update(bucket []byte, kvs []KV) error
+	// UpdateBuckets puts every batch into its bucket, creating buckets that
+	// do not exist yet, all in one durable write transaction.
+	UpdateBuckets(batches []BucketKVs) error
 	// Delete removes keys from bucket in one durable write transaction.
 	Delete(bucket []byte, keys [][]byte) error
 	// Get looks up keys in bucket inside one read transaction and returns
@@ -174,9 +191,10 @@ var (
 	registry   []Engine
 )
 
-// Register makes an engine selectable by name. Engines register from init
-// functions, so an adapter that needs a build tag (or an optional C library,
-// such as a future LMDB engine) simply is or is not in the binary.
+// Register makes an engine selectable by name. Engines of this package
+// register from package variable initialisers (see register), so an adapter
+// that needs a build tag (or an optional C library, such as LMDB) simply is
+// or is not in the binary.
 func Register(e Engine) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
@@ -186,6 +204,17 @@ func Register(e Engine) {
 		}
 	}
 	registry = append(registry, e)
+}
+
+// register registers engines from a package variable initialiser: those
+// run before any init function, and the memory workload's child process is
+// started from init (wl_memory.go) and must find every engine of this
+// package registered.
+func register(es ...Engine) bool {
+	for _, e := range es {
+		Register(e)
+	}
+	return true
 }
 
 // Engines returns the registered engines, sorted by name so listings and

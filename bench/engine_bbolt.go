@@ -8,10 +8,10 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-func init() {
-	Register(boltEngine{name: BaselineEngine})
-	Register(boltEngine{name: BoltNoFreelistSyncEngine, noFreelistSync: true})
-}
+var _ = register(
+	boltEngine{name: BaselineEngine},
+	boltEngine{name: BoltNoFreelistSyncEngine, noFreelistSync: true},
+)
 
 // lockTimeout bounds how long an Open waits for the file lock: a benchmark
 // or inspection of a file another process holds should fail, not hang.

@@ -7,9 +7,7 @@ import (
 	"github.com/rivetkv/rivet"
 )
 
-func init() {
-	Register(rivetEngine{})
-}
+var _ = register(rivetEngine{})
 
 // rivetEngine is rivet with default options.
 type rivetEngine struct{}

@@ -31,6 +31,7 @@ type txAPI[B bucketAPI[C], C cursorAPI] interface {
 // dbAPI is the part of *bbolt.DB the workloads use.
 type dbAPI[T txAPI[B, C], B bucketAPI[C], C cursorAPI] interface {
 	Update(fn func(T) error) error
+	Batch(fn func(T) error) error
 	View(fn func(T) error) error
 	Close() error
 }
@@ -84,6 +85,41 @@ func (k *kvDB[D, T, B, C]) bucket(tx T, name []byte) (B, error) {
 // Update implements DB.
 func (k *kvDB[D, T, B, C]) Update(bucket []byte, kvs []KV) error {
 	return k.db.Update(func(tx T) error {
+		b, err := k.bucket(tx, bucket)
+		if err != nil {
+			return err
+		}
+		for _, kv := range kvs {
+			if err := b.Put(kv.Key, kv.Value); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// UpdateBuckets implements DB.
+func (k *kvDB[D, T, B, C]) UpdateBuckets(batches []BucketKVs) error {
+	return k.db.Update(func(tx T) error {
+		for _, bk := range batches {
+			b, err := tx.CreateBucketIfNotExists(bk.Bucket)
+			if err != nil {
+				return err
+			}
+			for _, kv := range bk.KVs {
+				if err := b.Put(kv.Key, kv.Value); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// Batch implements Batcher with the engine's DB.Batch: concurrent callers'
+// functions are combined into one transaction.
+func (k *kvDB[D, T, B, C]) Batch(bucket []byte, kvs []KV) error {
+	return k.db.Batch(func(tx T) error {
 		b, err := k.bucket(tx, bucket)
 		if err != nil {
 			return err

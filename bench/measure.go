@@ -61,6 +61,11 @@ type ProcIO struct {
 	// Wchar is bytes passed to write-family system calls, whether or not
 	// they reached a disk: the write amplification the seed report measured.
 	Wchar int64
+	// Syscw is the number of write-family system calls: an engine-neutral
+	// count of write calls, for engines that keep no counter of their own.
+	// It includes the few writes of the rest of the process (the Go runtime
+	// writes nothing in steady state; progress output goes to a terminal).
+	Syscw int64
 }
 
 // ReadProcIO reads /proc/self/io. ok is false where the file does not
@@ -71,7 +76,7 @@ func ReadProcIO() (io ProcIO, ok bool) {
 	if err != nil {
 		return ProcIO{}, false
 	}
-	var seenW, seenWB bool
+	var seenW, seenWB, seenSC bool
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		name, val, found := bytes.Cut(sc.Bytes(), []byte(":"))
@@ -87,14 +92,16 @@ func ReadProcIO() (io ProcIO, ok bool) {
 			io.Wchar, seenW = v, true
 		case "write_bytes":
 			io.WriteBytes, seenWB = v, true
+		case "syscw":
+			io.Syscw, seenSC = v, true
 		}
 	}
-	return io, seenW && seenWB
+	return io, seenW && seenWB && seenSC
 }
 
 // Sub returns the I/O between base and p.
 func (p ProcIO) Sub(base ProcIO) ProcIO {
-	return ProcIO{WriteBytes: p.WriteBytes - base.WriteBytes, Wchar: p.Wchar - base.Wchar}
+	return ProcIO{WriteBytes: p.WriteBytes - base.WriteBytes, Wchar: p.Wchar - base.Wchar, Syscw: p.Syscw - base.Syscw}
 }
 
 // PeakRSS returns the process's peak resident set size in bytes, where the

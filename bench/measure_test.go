@@ -123,7 +123,11 @@ func TestProcIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	after, _ := ReadProcIO()
-	if d := after.Sub(before); d.Wchar < 64<<10 {
+	d := after.Sub(before)
+	if d.Wchar < 64<<10 {
 		t.Errorf("wchar grew by %d after writing 64 KiB", d.Wchar)
+	}
+	if d.Syscw < 1 {
+		t.Errorf("syscw grew by %d after a write call", d.Syscw)
 	}
 }

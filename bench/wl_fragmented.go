@@ -42,42 +42,7 @@ func fragmentedKeys(size Size) uint64 {
 
 func runFragmented(ctx context.Context, env *Env) error {
 	const name = "fragmented.db"
-	path := env.Path(name)
-	db, err := env.Open(name)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if db != nil {
-			_ = db.Close()
-		}
-	}()
-
-	// Grow: the same N sequential keys for every engine, in TxnKeys-key
-	// transactions. N is chosen so that bbolt, the reference, ends with a
-	// file of about --size; giving every engine the same history (rather
-	// than growing each to the same file size) keeps the comparison about
-	// what a commit costs after the same garbage collection, whatever each
-	// engine's file growth and preallocation policy is.
-	n := fragmentedKeys(env.Config.Size)
-	if err := load(ctx, db, sequence(int(n)), env.Progress("grow", int64(n))); err != nil {
-		return err
-	}
-	loaded, err := fileSize(path)
-	if err != nil {
-		return err
-	}
-
-	// "Garbage-collect": delete all but fragmentedLive keys.
-	if err := deleteAllBut(ctx, db, n, env.Progress("delete", int64(n))); err != nil {
-		return err
-	}
-	err = db.Close()
-	db = nil
-	if err != nil {
-		return err
-	}
-	deleted, err := fileSize(path)
+	n, loaded, deleted, err := buildFragmented(ctx, env, name)
 	if err != nil {
 		return err
 	}
@@ -85,6 +50,12 @@ func runFragmented(ctx context.Context, env *Env) error {
 	env.Scalar("file size after load", UnitBytes, Neither, float64(loaded))
 	env.Scalar("file size after delete", UnitBytes, Lower, float64(deleted))
 
+	var db DB
+	defer func() {
+		if db != nil {
+			_ = db.Close()
+		}
+	}()
 	// Reopen: the cost NoFreelistSync moves from every commit to Open.
 	opens := make([]time.Duration, 0, fragmentedOpens)
 	for i := range fragmentedOpens {
@@ -106,6 +77,43 @@ func runFragmented(ctx context.Context, env *Env) error {
 		return fmt.Appendf(nil, "probe-%08d", i)
 	})
 	return err
+}
+
+// buildFragmented creates the file called name the way the seed report's
+// file came to be and closes it: grow with the same N sequential keys for
+// every engine, in TxnKeys-key transactions, then delete all but
+// fragmentedLive of them. N is chosen so that bbolt, the reference, ends
+// with a file of about --size; giving every engine the same history (rather
+// than growing each to the same file size) keeps the comparison about what a
+// commit costs after the same garbage collection, whatever each engine's
+// file growth and preallocation policy is. It returns N and the file sizes
+// after the load and after the deletes.
+func buildFragmented(ctx context.Context, env *Env, name string) (n uint64, loaded, deleted int64, err error) {
+	path := env.Path(name)
+	db, err := env.Open(name)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer func() {
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			deleted, err = fileSize(path)
+		}
+	}()
+	n = fragmentedKeys(env.Config.Size)
+	if err := load(ctx, db, sequence(int(n)), env.Progress("grow", int64(n))); err != nil {
+		return 0, 0, 0, err
+	}
+	if loaded, err = fileSize(path); err != nil {
+		return 0, 0, 0, err
+	}
+	// "Garbage-collect": delete all but fragmentedLive keys.
+	if err := deleteAllBut(ctx, db, n, env.Progress("delete", int64(n))); err != nil {
+		return 0, 0, 0, err
+	}
+	return n, loaded, 0, nil
 }
 
 // deleteAllBut deletes keys 0..n-1 except fragmentedLive of them, spread

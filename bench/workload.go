@@ -22,7 +22,8 @@ type Workload struct {
 // Workloads returns every workload in the order a full run executes them.
 // A new workload is a file defining a Workload value plus one line here.
 func Workloads() []Workload {
-	return []Workload{fragmented, durableWrites, bulkLoad, randomReads}
+	return []Workload{fragmented, durableWrites, bulkLoad, randomReads,
+		openScaling, updateLocality, batchSlasher, memory, concurrentDurable}
 }
 
 // WorkloadNames returns the names of Workloads().
@@ -179,4 +180,16 @@ func commitLoop(ctx context.Context, env *Env, db DB, n int, maxDur time.Duratio
 		env.Scalar("engine "+name+"/commit", u, Lower, float64(dc[name])/commits)
 	}
 	return elapsed, nil
+}
+
+// removeDB removes a database file and the lock file some engines keep
+// next to it (LMDB's "-lock").
+func removeDB(path string) error {
+	if err := os.Remove(path); err != nil {
+		return err
+	}
+	if err := os.Remove(path + "-lock"); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
 }

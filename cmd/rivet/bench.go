@@ -27,6 +27,8 @@ type benchFlags struct {
 	commits   int
 	duration  time.Duration
 	runs      int
+	openSizes []string
+	slasher   int
 	dir       string
 	json      bool
 	quiet     bool
@@ -65,7 +67,9 @@ removed afterwards.`,
 	fl.IntVar(&f.keys, "keys", 0, "keys loaded by bulk-load and random-reads (default from preset)")
 	fl.IntVar(&f.reads, "reads", 0, "random Gets per goroutine setting in random-reads (default from preset)")
 	fl.IntVar(&f.commits, "commits", 0, "one-key commits of durable-writes; cap of the fragmented loop (default from preset)")
-	fl.DurationVar(&f.duration, "duration", 0, "time cap of the fragmented commit loop (default from preset)")
+	fl.DurationVar(&f.duration, "duration", 0, "time cap of the commit loops; concurrent-durable runs each setting for a quarter of it (default from preset)")
+	fl.StringSliceVar(&f.openSizes, "open-sizes", nil, "file sizes open-scaling builds and opens, e.g. 16MiB,1GiB,4GiB (default from preset)")
+	fl.IntVar(&f.slasher, "slasher-keys", 0, "keys batch-slasher spreads over its 4 buckets (default from preset)")
 	fl.IntVar(&f.runs, "runs", 0, "repetitions; medians are taken over runs (default from preset)")
 	fl.StringVar(&f.dir, "dir", "", "directory on the disk to measure (default the OS temp dir)")
 	fl.BoolVar(&f.json, "json", false, "print the report as JSON instead of a table")
@@ -127,6 +131,19 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	}
 	if fl.Changed("runs") {
 		cfg.Runs = f.runs
+	}
+	if fl.Changed("open-sizes") {
+		cfg.OpenSizes = nil
+		for _, s := range f.openSizes {
+			z, err := bench.ParseSize(s)
+			if err != nil {
+				return err
+			}
+			cfg.OpenSizes = append(cfg.OpenSizes, z)
+		}
+	}
+	if fl.Changed("slasher-keys") {
+		cfg.SlasherKeys = f.slasher
 	}
 
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()

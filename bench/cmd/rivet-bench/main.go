@@ -37,7 +37,9 @@ func run(args []string) error {
 	keys := fs.Int("keys", 0, "keys of bulk-load and random-reads (default from preset)")
 	reads := fs.Int("reads", 0, "random Gets per goroutine setting (default from preset)")
 	commits := fs.Int("commits", 0, "one-key commits of durable-writes, cap of the fragmented loop (default from preset)")
-	duration := fs.Duration("duration", 0, "time cap of the fragmented commit loop (default from preset)")
+	duration := fs.Duration("duration", 0, "time cap of the commit loops; concurrent-durable runs each setting for a quarter of it (default from preset)")
+	openSizes := fs.String("open-sizes", "", "comma-separated file sizes of open-scaling, e.g. 16MiB,1GiB,4GiB (default from preset)")
+	slasher := fs.Int("slasher-keys", 0, "keys batch-slasher spreads over its 4 buckets (default from preset)")
 	runs := fs.Int("runs", 0, "repetitions; medians are over runs (default from preset)")
 	dir := fs.String("dir", "", "directory for the databases (default the OS temp dir); files are removed afterwards")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of a table")
@@ -56,8 +58,21 @@ func run(args []string) error {
 	cfg.Workloads, cfg.Engines, cfg.Dir = bench.SplitList(*workloads), bench.SplitList(*engines), *dir
 	// A flag overrides the preset only when given, so "--preset demo
 	// --keys 5000" changes exactly one number.
+	var visitErr error
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
+		case "open-sizes":
+			cfg.OpenSizes = nil
+			for _, s := range bench.SplitList(*openSizes) {
+				z, err := bench.ParseSize(s)
+				if err != nil {
+					visitErr = err
+					return
+				}
+				cfg.OpenSizes = append(cfg.OpenSizes, z)
+			}
+		case "slasher-keys":
+			cfg.SlasherKeys = *slasher
 		case "size":
 			cfg.Size = size
 		case "keys":
@@ -72,6 +87,9 @@ func run(args []string) error {
 			cfg.Runs = *runs
 		}
 	})
+	if visitErr != nil {
+		return visitErr
+	}
 	if !*quiet {
 		cfg.Log = os.Stderr
 	}
