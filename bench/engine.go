@@ -243,6 +243,9 @@ func LookupEngine(name string) (Engine, error) {
 			return e, nil
 		}
 	}
+	if why, ok := unavailable[strings.ToLower(name)]; ok {
+		return nil, fmt.Errorf("engine %q: %s", name, why)
+	}
 	return nil, fmt.Errorf("unknown engine %q; available: %s", name, strings.Join(EngineNames(), ", "))
 }
 
@@ -256,7 +259,14 @@ const (
 	// BoltNoFreelistSyncEngine is bbolt with Options.NoFreelistSync, the
 	// workaround containerd uses and buildkit proposed (seed 000).
 	BoltNoFreelistSyncEngine = "bbolt-nofreelistsync"
+	// LMDBEngine is LMDB through cgo; it exists only in binaries built with
+	// cgo and the build tag "lmdb" (see bench/lmdb).
+	LMDBEngine = "lmdb"
 )
+
+// unavailable maps engines this binary was built without to the reason,
+// so asking for one explains how to get it instead of "unknown engine".
+var unavailable = map[string]string{}
 
 // bucketLabel renders a bucket name for people: as is when it is printable
 // text, Go-quoted otherwise, so a binary name cannot garble a terminal.
