@@ -119,10 +119,8 @@ func (db *DB) checkFreeSpace(meta *page.Meta, seen []uint64) []error {
 		return nil
 	}
 	defer db.writer.Unlock()
-	db.mu.Lock()
-	current := db.cur == meta
-	db.mu.Unlock()
-	if !current {
+	// The map describes db.head; compare only if the snapshot is head.
+	if db.head.Txid != meta.Txid || db.head.Root != meta.Root {
 		return nil
 	}
 	return db.compareFree(meta, seen)
@@ -135,6 +133,8 @@ func (db *DB) compareFree(meta *page.Meta, seen []uint64) []error {
 	ps := db.pageSize
 	hwm := meta.HWM
 	free := make([]uint64, len(seen))
+	db.spaceMu.Lock()
+	defer db.spaceMu.Unlock()
 	err := db.space.ForEachFree(func(id page.ID, n uint64) error {
 		for p := id; p < id+n; p++ {
 			if p >= hwm {

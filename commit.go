@@ -5,13 +5,16 @@ import (
 
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/pager"
-	"github.com/rivetkv/rivet/internal/vfs"
+	"github.com/rivetkv/rivet/internal/spacemap"
 )
 
-// Commit writes the transaction's changes and makes them durable with one
-// flush (docs/design.md §3.1), then runs the OnCommit handlers. On any error
-// the transaction is rolled back; an error from writing or flushing also
-// latches the DB (see ErrLatched).
+// Commit writes the transaction's changes and, in Full and Barrier
+// durability, returns once they are durable — sharing one flush with the
+// commits running concurrently (docs/design.md §3.4). Then it runs the
+// OnCommit handlers. On an error before the changes were written the
+// transaction is rolled back; an error from writing or flushing latches
+// the DB (see ErrLatched), and the transaction may or may not survive a
+// crash, but the file stays consistent.
 func (tx *Tx) Commit() error {
 	if tx.managed {
 		panic("managed tx commit not allowed")
@@ -23,97 +26,150 @@ func (tx *Tx) Commit() error {
 	if !tx.writable {
 		return ErrTxNotWritable
 	}
-	if err := tx.commit(); err != nil {
+	job, wait, err := tx.commit()
+	if err != nil {
 		tx.rollback()
 		return err
 	}
 	tx.foldTreeStats(&tx.stats)
 	tx.db = nil
-	db.endRW(tx, true)
+	db.endRW(tx, true) // the next transaction may begin: it builds on this one
+	start := time.Now()
+	if job != nil {
+		err = db.finishSync(job)
+	}
+	if job != nil || wait == claimedNothing {
+		db.releaseSync()
+	}
+	if err == nil && wait != noWait {
+		err = db.syncThrough(tx.txid, false)
+	}
+	tx.stats.IncWriteTime(time.Since(start))
+	if err != nil {
+		return err
+	}
 	for _, fn := range tx.onCommit {
 		fn()
 	}
 	return nil
 }
 
-func (tx *Tx) commit() error {
+// How Commit finishes after the writer lock is released.
+const (
+	noWait         = iota // not durable yet by design (Periodic, None)
+	waitDurable           // wait for a sync point to cover the transaction
+	claimedNothing        // leadership claimed, nothing to flush: release it
+)
+
+// commit commits the transaction in memory and, if it leads the next sync
+// point, prepares it. Called with the writer lock held.
+func (tx *Tx) commit() (*syncJob, int, error) {
 	db := tx.db
 	if tx.env.Err != nil {
-		return tx.env.Err
+		return nil, noWait, tx.env.Err
 	}
 	if _, err := tx.root.spill(); err != nil {
-		return err
+		return nil, noWait, err
 	}
 	if tx.env.Err != nil {
-		return tx.env.Err
+		return nil, noWait, tx.env.Err
 	}
 	newRoot := tx.root.tree.Root()
 	if len(tx.env.Runs) == 0 && newRoot == tx.meta.Root && tx.spaceOps == 0 {
 		// Nothing changed: no sync point, no I/O.
+		db.spaceMu.Lock()
 		db.space.Rollback()
+		db.spaceMu.Unlock()
 		tx.spaceEnded = true
-		return nil
+		return nil, noWait, nil
 	}
+	db.spaceMu.Lock()
 	db.space.Commit()
+	hwm := db.space.HWM()
+	stats := db.space.Stats()
+	db.spaceMu.Unlock()
 	// From here a failure latches the DB, which never touches the map again.
 	tx.spaceEnded = true
-	img := db.space.PrepareSync(tx.txid)
-	hwm := db.space.HWM()
-	meta := &page.Meta{
-		PageSize:        db.pageSize,
-		Txid:            tx.txid,
-		Steady:          db.steady,
-		HWM:             hwm,
-		Root:            newRoot,
-		RegionPages:     page.RegionPages(db.pageSize),
-		FreePages:       img.FreePages,
-		FirstFreeRegion: img.FirstFreeRegion,
-		Selector:        img.Selector,
-		Changed:         img.Changed,
+	head := &page.Meta{
+		PageSize:    db.pageSize,
+		Txid:        tx.txid,
+		HWM:         hwm,
+		Root:        newRoot,
+		RegionPages: page.RegionPages(db.pageSize),
 	}
-	slot := 1 - db.steadySlot
-	metaBuf := make([]byte, db.pageSize)
-	page.EncodeMeta(metaBuf, meta)
-
-	runs := make([]pager.Run, 0, len(tx.env.Runs)+len(img.Pages)+1)
-	for _, r := range tx.env.Runs {
-		runs = append(runs, pager.Run{ID: r.ID, Data: r.Data})
-	}
-	for _, r := range img.Pages {
-		runs = append(runs, pager.Run{ID: r.ID, Data: r.Data})
-	}
-	runs = append(runs, pager.Run{ID: page.ID(slot), Data: metaBuf})
-
 	start := time.Now()
 	if err := db.pager.Grow(hwm); err != nil {
-		return db.latch(err)
+		return nil, noWait, db.latch(err)
 	}
 	if err := db.pager.EnsureMapped(hwm); err != nil {
-		return db.latch(err)
+		return nil, noWait, db.latch(err)
 	}
-	if err := db.pager.WriteRuns(runs); err != nil {
-		return db.latch(err)
+	runs := make([]pager.Run, len(tx.env.Runs))
+	for i, r := range tx.env.Runs {
+		runs[i] = pager.Run{ID: r.ID, Data: r.Data}
 	}
-	if !db.NoSync {
-		if err := db.pager.Sync(vfs.SyncData); err != nil {
-			return db.latch(err)
+	db.head = head
+	db.mu.Lock()
+	db.stats.Commits++
+	db.mu.Unlock()
+	d := db.durability()
+
+	var job *syncJob
+	wait := noWait
+	switch {
+	case d.syncsEachCommit():
+		wait = waitDurable
+		if db.claimSync() {
+			var err error
+			if job, err = db.prepareSync(db.syncKind(false), runs); err != nil {
+				db.releaseSync()
+				return nil, noWait, err
+			}
+			runs = nil
+			if job == nil {
+				wait = claimedNothing
+			}
 		}
 	}
-	tx.stats.IncWrite(int64(len(runs)))
+	if runs != nil {
+		if err := db.pager.WriteRuns(runs); err != nil {
+			return nil, noWait, db.latch(err)
+		}
+	}
+	if !d.syncsEachCommit() {
+		// Periodic and None: readers see the transaction as soon as its
+		// pages are written (not before: a reader would read stale pages).
+		db.mu.Lock()
+		db.cur = head
+		db.spaceStats = stats
+		db.mu.Unlock()
+	}
+	tx.stats.IncWrite(int64(len(tx.env.Runs)))
 	tx.stats.IncWriteTime(time.Since(start))
-	db.space.SyncDone(img)
-	db.steady = tx.txid
-	db.steadySlot = slot
 
 	if db.StrictMode {
-		if err := db.strictCheck(meta); err != nil {
-			return db.latch(err)
+		if err := db.strictCheck(head); err != nil {
+			if job != nil {
+				db.releaseSync()
+			}
+			return nil, noWait, db.latch(err)
 		}
 	}
-	db.mu.Lock()
-	db.cur = meta
-	db.stats.Commits++
-	db.spaceStats = db.space.Stats()
-	db.mu.Unlock()
-	return nil
+	if wait == noWait && db.tooMuchPending(stats) {
+		// Pages freed since the last sync point cannot be reused before the
+		// next; run one now so the file does not grow without bound.
+		wait = waitDurable
+	}
+	return job, wait, nil
+}
+
+// tooMuchPending reports whether the pages waiting for a sync point exceed
+// a quarter of the file (at least 4,096 pages): Periodic and None then run
+// a sync point early.
+func (db *DB) tooMuchPending(s spacemap.Stats) bool {
+	limit := s.HWM / 4
+	if limit < 4096 {
+		limit = 4096
+	}
+	return s.PendingPages > limit
 }

@@ -78,11 +78,28 @@ type DB struct {
 	stats       Stats
 	spaceStats  spacemap.Stats // copied after each commit, for Stats()
 
-	// Owned by the writer (accessed with writer held).
-	space      *spacemap.Map
-	steady     uint64 // txid of the last sync point whose flush returned
-	steadySlot int    // meta slot (0 or 1) holding the steady meta
-	latched    error  // first failed write or flush; refuses writes
+	latched error // first failed write or flush; refuses writes (guarded by mu)
+
+	// head is the newest committed state, which the next write transaction
+	// builds on; in Full mode it may be ahead of cur (not yet durable).
+	// Guarded by writer.
+	head *page.Meta
+
+	// space is the free-space map. spaceMu serialises calls into it: the
+	// writer's, and the sync leader's SyncDone, which runs without writer.
+	space   *spacemap.Map
+	spaceMu sync.Mutex
+
+	// The sync point pipeline (sync.go), guarded by syncMu.
+	syncMu       sync.Mutex
+	syncCond     *sync.Cond
+	syncing      bool      // a sync point is in flight
+	durable      uint64    // txid of the last sync point whose flush returned (the steady txid)
+	steadySlot   int       // meta slot (0 or 1) holding the steady meta
+	lastFullSync time.Time // Barrier: when the last full flush returned
+
+	bgStop chan struct{} // closes the periodic syncer (Periodic mode)
+	bgDone chan struct{}
 
 	batchMu sync.Mutex
 	batch   *batch
@@ -230,24 +247,30 @@ func (db *DB) beginRW() (*Tx, error) {
 		db.writer.Unlock()
 		return nil, ErrDatabaseNotOpen
 	}
-	meta := db.cur
 	oldest := db.oldestReader()
-	view := db.pager.Acquire()
+	latched := db.latched
 	db.mu.Unlock()
-	if db.latched != nil {
-		view.Release()
+	if latched != nil {
 		db.writer.Unlock()
-		return nil, db.latched
+		return nil, latched
 	}
-	db.space.Release(db.steady, oldest)
-	tx := newTx(db, meta, view, true)
+	db.syncMu.Lock()
+	steady := db.durable
+	db.syncMu.Unlock()
+	view := db.pager.Acquire()
+	tx := newTx(db, db.head, view, true)
+	db.spaceMu.Lock()
+	db.space.Release(steady, oldest)
 	db.space.Begin(tx.txid)
+	db.spaceMu.Unlock()
 	return tx, nil
 }
 
 func (db *DB) endRW(tx *Tx, committed bool) {
 	if !committed && !tx.spaceEnded {
+		db.spaceMu.Lock()
 		db.space.Rollback()
+		db.spaceMu.Unlock()
 	}
 	tx.view.Release()
 	db.mu.Lock()
@@ -257,13 +280,31 @@ func (db *DB) endRW(tx *Tx, committed bool) {
 }
 
 // latch records the first failed write or flush; from then on every write
-// transaction fails with it until the DB is reopened. Caller holds writer.
+// transaction fails with it until the DB is reopened.
 func (db *DB) latch(err error) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
 	if db.latched == nil {
 		db.latched = &latchedError{err: err}
 		db.logger.Errorf("write or flush failed, refusing writes until reopened: %v", err)
 	}
 	return db.latched
+}
+
+// latchedErr returns the latched error, if any.
+func (db *DB) latchedErr() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.latched
+}
+
+// durability returns the mode in force; NoSync (bbolt's field, settable
+// after Open) means None.
+func (db *DB) durability() Durability {
+	if db.NoSync {
+		return None
+	}
+	return db.opts.Durability
 }
 
 type latchedError struct{ err error }
@@ -322,24 +363,19 @@ func (db *DB) View(fn func(*Tx) error) error {
 	return err
 }
 
-// Sync flushes the file. Commits already flush (unless NoSync is set), so
-// this is only needed with NoSync.
+// Sync makes every transaction committed so far durable, in any
+// durability mode, with a full flush.
 func (db *DB) Sync() error {
 	if db.readOnly {
 		return nil
 	}
-	db.writer.Lock()
-	defer db.writer.Unlock()
 	if db.isClosed() {
 		return ErrDatabaseNotOpen
 	}
-	if db.latched != nil {
-		return db.latched
+	if err := db.latchedErr(); err != nil {
+		return err
 	}
-	if err := db.pager.Sync(vfs.SyncData); err != nil {
-		return db.latch(err)
-	}
-	return nil
+	return db.syncThrough(db.headTxid(), true)
 }
 
 func (db *DB) isClosed() bool {
@@ -348,8 +384,18 @@ func (db *DB) isClosed() bool {
 	return db.closed
 }
 
-// Close waits for open transactions to finish, then releases the file.
+// Close waits for open transactions to finish, makes everything committed
+// durable (whatever the durability mode), then releases the file.
 func (db *DB) Close() error {
+	if db.bgStop != nil && !db.isClosed() {
+		close(db.bgStop)
+		<-db.bgDone
+		db.bgStop = nil
+	}
+	var first error
+	if !db.readOnly && !db.isClosed() && db.latchedErr() == nil {
+		first = db.syncThrough(db.headTxid(), true)
+	}
 	db.writer.Lock()
 	defer db.writer.Unlock()
 	db.mu.Lock()
@@ -362,8 +408,7 @@ func (db *DB) Close() error {
 		db.readersGone.Wait()
 	}
 	db.mu.Unlock()
-	var first error
-	if err := db.pager.Close(); err != nil {
+	if err := db.pager.Close(); err != nil && first == nil {
 		first = err
 	}
 	if err := db.file.Unlock(); err != nil && first == nil {

@@ -494,7 +494,9 @@ func (p killPlan) String() string {
 func TestKillRecovery(t *testing.T) {
 	seed := testSeed(t)
 	kills := 200
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
+		// Under the race detector this test checks for races; the full
+		// count runs in scripts/test.sh's crash-scale step.
 		kills = 40
 	}
 	if *killsFlag > 0 {

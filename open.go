@@ -62,6 +62,7 @@ func openFS(fs vfs.FS, path string, mode os.FileMode, options *Options) (*DB, er
 		db.logger = discardLogger{}
 	}
 	db.readersGone = sync.NewCond(&db.mu)
+	db.syncCond = sync.NewCond(&db.syncMu)
 
 	flag := os.O_RDWR | os.O_CREATE
 	if db.readOnly {
@@ -190,14 +191,21 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	}
 	db.space = space
 	db.cur = meta
-	db.steady = meta.Txid
+	db.head = meta
+	db.durable = meta.Txid
 	db.steadySlot = slot
+	db.lastFullSync = time.Now()
 	db.spaceStats = space.Stats()
 	if !db.readOnly {
 		// The state may have been recovered from the page cache after a
 		// process crash: make it durable before anything builds on it.
 		if err := db.pager.Sync(vfs.SyncData); err != nil {
 			return err
+		}
+		if d := db.durability(); d.mode == modePeriodic {
+			db.bgStop = make(chan struct{})
+			db.bgDone = make(chan struct{})
+			go db.periodicSyncer(d.interval)
 		}
 	}
 	return nil
@@ -296,7 +304,7 @@ func (db *DB) readAt(b []byte, off int64) (int, error) {
 	return n, err
 }
 
-// recover chooses the state to open at (docs/design.md §3.3).
+// recover chooses the state to open at (docs/design.md §3.5).
 func (db *DB) recover(metas [2]*page.Meta, errs [2]error, size int64) (*page.Meta, int, Recovery, error) {
 	newest, other := 0, 1
 	if metas[0] == nil || (metas[1] != nil && metas[1].Txid > metas[0].Txid) {

@@ -72,10 +72,14 @@ type Options struct {
 	// more fails with errors.ErrMaxSizeReached.
 	MaxSize int
 
-	// NoSync skips the flush at commit. Until rivet's durability modes land
-	// this is bbolt's unsafe NoSync: a power loss can lose recent commits.
-	// The file stays consistent against process crashes.
+	// NoSync is bbolt's option: true means Durability None. Unlike bbolt's,
+	// it cannot corrupt the file: a crash loses the commits since the last
+	// DB.Sync or Close, nothing more.
 	NoSync bool
+
+	// Durability says when commits become durable: Full (the default),
+	// Barrier, Periodic(d) or None. See Durability.
+	Durability Durability
 
 	// OpenFile replaces os.OpenFile for opening the data file.
 	OpenFile func(string, int, os.FileMode) (*os.File, error)

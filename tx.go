@@ -44,12 +44,18 @@ type spaceAllocator struct{ tx *Tx }
 
 func (a spaceAllocator) Allocate(n uint64) (page.ID, error) {
 	a.tx.spaceOps++
-	return a.tx.db.space.Allocate(n)
+	db := a.tx.db
+	db.spaceMu.Lock()
+	defer db.spaceMu.Unlock()
+	return db.space.Allocate(n)
 }
 
 func (a spaceAllocator) Free(id page.ID, n uint64) error {
 	a.tx.spaceOps++
-	return a.tx.db.space.Free(id, n)
+	db := a.tx.db
+	db.spaceMu.Lock()
+	defer db.spaceMu.Unlock()
+	return db.space.Free(id, n)
 }
 
 func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {

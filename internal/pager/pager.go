@@ -585,9 +585,12 @@ func cmpRun(a, b Run) int {
 
 // Sync flushes the file with the given primitive. Its error is returned as it
 // is; the caller must not trust a retry (docs/design.md §3.1 step 6).
+//
+// Sync does not take the write lock: a flush runs while later commits write
+// their pages (group commit depends on it). It makes durable every write
+// that completed before it was called; writes running concurrently may or
+// may not be included, and callers do not count on them.
 func (p *Pager) Sync(kind vfs.SyncKind) error {
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
 	if p.closed.Load() {
 		return ErrClosed
 	}

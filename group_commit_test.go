@@ -1,0 +1,244 @@
+package rivet
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/vfs"
+)
+
+// gateFS lets a test hold every flush until it says so, and choose what the
+// flush returns.
+type gateFS struct {
+	vfs.FS
+	mu      sync.Mutex
+	gate    chan error // when non-nil, Sync waits for a value and returns it
+	entered chan struct{}
+	delay   time.Duration
+}
+
+func (g *gateFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := g.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &gateFile{File: f, fs: g}, nil
+}
+
+type gateFile struct {
+	vfs.File
+	fs *gateFS
+}
+
+func (f *gateFile) Sync(kind vfs.SyncKind) error {
+	f.fs.mu.Lock()
+	gate, entered, delay := f.fs.gate, f.fs.entered, f.fs.delay
+	f.fs.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	if gate != nil {
+		if entered != nil {
+			entered <- struct{}{}
+		}
+		if err := <-gate; err != nil {
+			return err
+		}
+	}
+	return f.File.Sync(kind)
+}
+
+// TestGroupCommitSharesFlushes: concurrent Updates in Full mode share
+// flushes, and each still returns only once durable.
+func TestGroupCommitSharesFlushes(t *testing.T) {
+	g := &gateFS{FS: vfs.NewMem(), delay: 2 * time.Millisecond} // a slow disk
+	db, err := openFS(g, "/db", 0o600, &Options{InitialMmapSize: memMapSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const workers, each = 16, 20
+	before := db.Stats()
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				err := db.Update(func(tx *Tx) error {
+					b, err := tx.CreateBucketIfNotExists([]byte("b"))
+					if err != nil {
+						return err
+					}
+					return b.Put([]byte(fmt.Sprintf("%02d-%03d", w, i)), []byte("v"))
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	d := db.Stats()
+	d = d.Sub(&before)
+	t.Logf("%d commits, %d flushes (%.2f flushes per commit)", d.Commits, d.Flushes, float64(d.Flushes)/float64(d.Commits))
+	if d.Commits != workers*each {
+		t.Fatalf("%d commits, want %d", d.Commits, workers*each)
+	}
+	if d.Flushes > d.Commits/4 {
+		t.Fatalf("%d flushes for %d concurrent commits: commits are not sharing flushes", d.Flushes, d.Commits)
+	}
+	mustCheck(t, db)
+}
+
+// TestGroupCommitNeverEarly: while a flush is held, no Update returns; when
+// the flush fails, every transaction that waited on it fails and the DB
+// latches; none of them survives a power loss.
+func TestGroupCommitNeverEarly(t *testing.T) {
+	crash := vfs.NewCrashable()
+	g := &gateFS{FS: crash}
+	db, err := openFS(g, "/db", 0o600, &Options{InitialMmapSize: memMapSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *Tx) error {
+		b, err := tx.CreateBucket([]byte("b"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("before"), []byte("v"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan error)
+	entered := make(chan struct{}, 16)
+	g.mu.Lock()
+	g.gate, g.entered = gate, entered
+	g.mu.Unlock()
+
+	const n = 8
+	var returned atomic.Int32
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			err := db.Update(func(tx *Tx) error {
+				return tx.Bucket([]byte("b")).Put([]byte(fmt.Sprintf("k%d", i)), []byte("v"))
+			})
+			returned.Add(1)
+			errs <- err
+		}(i)
+	}
+	<-entered // the first sync point is flushing
+	// Let every other commit reach its in-memory commit and start waiting.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		db.writer.Lock()
+		head := db.head.Txid
+		db.writer.Unlock()
+		if head >= uint64(2+n) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if r := returned.Load(); r != 0 {
+		t.Fatalf("%d Updates returned while the flush was still running", r)
+	}
+	// Readers in Full mode see only durable state.
+	_ = db.View(func(tx *Tx) error {
+		if v := tx.Bucket([]byte("b")).Get([]byte("k0")); v != nil {
+			t.Errorf("a reader saw a transaction that is not durable")
+		}
+		return nil
+	})
+	gate <- syscall.EIO
+	// Any flush after the failure must not be reached: the DB is latched.
+	go func() {
+		for range entered {
+			gate <- syscall.EIO
+		}
+	}()
+	for i := 0; i < n; i++ {
+		if err := <-errs; !errors.Is(err, rerrors.ErrLatched) || !errors.Is(err, syscall.EIO) {
+			t.Errorf("Update after the failed flush: %v, want EIO and ErrLatched", err)
+		}
+	}
+	_ = db.Close()
+	close(entered)
+
+	rdb, err := openFS(crash.CrashKeepNone(), "/db", 0o600, &Options{InitialMmapSize: memMapSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	mustCheck(t, rdb)
+	_ = rdb.View(func(tx *Tx) error {
+		b := tx.Bucket([]byte("b"))
+		if b.Get([]byte("before")) == nil {
+			t.Error("the durable commit before the failure is gone")
+		}
+		for i := 0; i < n; i++ {
+			if b.Get([]byte(fmt.Sprintf("k%d", i))) != nil {
+				t.Errorf("k%d survived although its flush failed", i)
+			}
+		}
+		return nil
+	})
+}
+
+// TestDurabilityModesFlushCount: flushes per 1,000 commits in each mode.
+func TestDurabilityModesFlushCount(t *testing.T) {
+	for _, tc := range []struct {
+		d        Durability
+		min, max int64
+	}{
+		{Full, 1000, 1000},
+		{Barrier, 1000, 1000},
+		{Periodic(time.Hour), 0, 5},
+		{None, 0, 5},
+	} {
+		t.Run(tc.d.String(), func(t *testing.T) {
+			db, err := openFS(vfs.NewMem(), "/db", 0o600, &Options{Durability: tc.d, InitialMmapSize: memMapSize})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := db.Stats()
+			for i := 0; i < 1000; i++ {
+				if err := db.Update(func(tx *Tx) error {
+					b, err := tx.CreateBucketIfNotExists([]byte("b"))
+					if err != nil {
+						return err
+					}
+					return b.Put([]byte(fmt.Sprint(i)), []byte("v"))
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := db.Stats()
+			flushes := s.Sub(&before).Flushes
+			t.Logf("%s: %d flushes per 1,000 commits", tc.d, flushes)
+			if flushes < tc.min || flushes > tc.max {
+				t.Fatalf("%d flushes, want [%d, %d]", flushes, tc.min, tc.max)
+			}
+			// Sync makes everything durable in every mode.
+			if err := db.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if got := db.Stats().Flushes - s.Flushes; tc.d.mode >= modePeriodic && got != 1 {
+				t.Fatalf("Sync made %d flushes, want 1", got)
+			}
+			mustCheck(t, db)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

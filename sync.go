@@ -1,0 +1,199 @@
+package rivet
+
+import (
+	"time"
+
+	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/internal/pager"
+	"github.com/rivetkv/rivet/internal/spacemap"
+	"github.com/rivetkv/rivet/internal/vfs"
+)
+
+// The commit pipeline (docs/design.md §3.4).
+//
+// A commit first commits in memory: it writes its data pages (no flush) and
+// becomes db.head, the state the next write transaction builds on. A sync
+// point then makes head durable: it writes the changed region maps and a
+// meta for head, and flushes once. Only one sync point is in flight at a
+// time (db.syncing). While it flushes — without the writer lock — later
+// transactions commit in memory and wait; the next sync point covers all of
+// them with one flush. That is group commit: N concurrent Updates cost
+// about two flushes, not N.
+//
+// Lock order: writer, then syncMu / spaceMu / mu (each of those is held
+// only briefly and never while taking another).
+//
+// Invariant: db.durable (the steady txid) only grows, and only after the
+// flush that made it durable returned nil.
+
+// syncJob is a prepared sync point: its maps and meta are written, the
+// flush is still to come.
+type syncJob struct {
+	meta *page.Meta
+	slot int
+	kind vfs.SyncKind
+	img  spacemap.SyncImage
+}
+
+// claimSync makes the caller the sync leader if no sync point is in flight.
+func (db *DB) claimSync() bool {
+	db.syncMu.Lock()
+	defer db.syncMu.Unlock()
+	if db.syncing {
+		return false
+	}
+	db.syncing = true
+	return true
+}
+
+// releaseSync ends the caller's leadership and wakes the waiters.
+func (db *DB) releaseSync() {
+	db.syncMu.Lock()
+	db.syncing = false
+	db.syncCond.Broadcast()
+	db.syncMu.Unlock()
+}
+
+// syncKind picks the flush primitive for the next sync point.
+func (db *DB) syncKind(forceFull bool) vfs.SyncKind {
+	d := db.durability()
+	if forceFull || d.mode != modeBarrier {
+		return vfs.SyncData
+	}
+	db.syncMu.Lock()
+	defer db.syncMu.Unlock()
+	if time.Since(db.lastFullSync) >= d.interval {
+		return vfs.SyncData
+	}
+	return vfs.SyncBarrier
+}
+
+// prepareSync writes, together with extra (a commit's data pages, so a
+// lone commit still costs one write call per contiguous run), the region
+// maps and the meta of db.head. The caller holds the writer lock and the
+// sync leadership. It returns nil when head is already durable.
+func (db *DB) prepareSync(kind vfs.SyncKind, extra []pager.Run) (*syncJob, error) {
+	head := db.head
+	db.syncMu.Lock()
+	steady, slot := db.durable, 1-db.steadySlot
+	db.syncMu.Unlock()
+	if head.Txid == steady {
+		if len(extra) > 0 {
+			if err := db.pager.WriteRuns(extra); err != nil {
+				return nil, db.latch(err)
+			}
+		}
+		return nil, nil
+	}
+	db.spaceMu.Lock()
+	img := db.space.PrepareSync(head.Txid)
+	db.spaceMu.Unlock()
+	meta := *head
+	meta.Steady = steady
+	meta.Selector = img.Selector
+	meta.Changed = img.Changed
+	meta.FreePages = img.FreePages
+	meta.FirstFreeRegion = img.FirstFreeRegion
+	buf := make([]byte, db.pageSize)
+	page.EncodeMeta(buf, &meta)
+
+	runs := make([]pager.Run, 0, len(extra)+len(img.Pages)+1)
+	runs = append(runs, extra...)
+	for _, p := range img.Pages {
+		runs = append(runs, pager.Run{ID: p.ID, Data: p.Data})
+	}
+	runs = append(runs, pager.Run{ID: page.ID(slot), Data: buf})
+	if err := db.pager.WriteRuns(runs); err != nil {
+		return nil, db.latch(err)
+	}
+	return &syncJob{meta: &meta, slot: slot, kind: kind, img: img}, nil
+}
+
+// finishSync flushes a prepared sync point and makes it the steady state.
+// It runs without the writer lock, so transactions go on meanwhile.
+func (db *DB) finishSync(job *syncJob) error {
+	if err := db.pager.Sync(job.kind); err != nil {
+		return db.latch(err)
+	}
+	db.spaceMu.Lock()
+	db.space.SyncDone(job.img)
+	stats := db.space.Stats()
+	db.spaceMu.Unlock()
+
+	db.syncMu.Lock()
+	db.durable = job.meta.Txid
+	db.steadySlot = job.slot
+	if job.kind == vfs.SyncData {
+		db.lastFullSync = time.Now()
+	}
+	db.syncMu.Unlock()
+
+	db.mu.Lock()
+	if db.cur.Txid <= job.meta.Txid {
+		// In Full and Barrier mode this is where readers first see the
+		// transactions of this sync point; in the others they saw them at
+		// commit, and this only records the selector for the stats.
+		db.cur = job.meta
+	}
+	db.spaceStats = stats
+	db.mu.Unlock()
+	return nil
+}
+
+// syncThrough makes every transaction up to txid durable, leading sync
+// points itself whenever none is in flight. Called without the writer lock.
+func (db *DB) syncThrough(txid uint64, forceFull bool) error {
+	db.syncMu.Lock()
+	for db.durable < txid {
+		if err := db.latchedErr(); err != nil {
+			db.syncMu.Unlock()
+			return err
+		}
+		if db.syncing {
+			db.syncCond.Wait()
+			continue
+		}
+		db.syncing = true
+		db.syncMu.Unlock()
+
+		db.writer.Lock()
+		job, err := db.prepareSync(db.syncKind(forceFull), nil)
+		db.writer.Unlock()
+		if err == nil && job != nil {
+			err = db.finishSync(job)
+		}
+		db.releaseSync()
+		if err != nil {
+			return err
+		}
+		db.syncMu.Lock()
+	}
+	db.syncMu.Unlock()
+	return nil
+}
+
+// headTxid returns the txid of the newest committed state.
+func (db *DB) headTxid() uint64 {
+	db.writer.Lock()
+	defer db.writer.Unlock()
+	return db.head.Txid
+}
+
+// periodicSyncer runs a sync point every interval while the DB is open
+// (Periodic mode).
+func (db *DB) periodicSyncer(interval time.Duration) {
+	defer close(db.bgDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.bgStop:
+			return
+		case <-t.C:
+			if err := db.syncThrough(db.headTxid(), false); err != nil {
+				db.logger.Errorf("periodic sync point: %v", err)
+				return
+			}
+		}
+	}
+}
