@@ -96,3 +96,37 @@ func BenchmarkBulkLoadSeq(b *testing.B) {
 		db.checkAndClose()
 	}
 }
+
+// BenchmarkViewScan10 is a read transaction per 10-key range scan, as the
+// bench module's random-reads workload does it.
+func BenchmarkViewScan10(b *testing.B) {
+	db := openTestDB(b, nil)
+	const n = 100000
+	for s := 0; s < n; s += 10000 {
+		_ = db.Update(func(tx *Tx) error {
+			bk, _ := tx.CreateBucketIfNotExists([]byte("b"))
+			for i := s; i < s+10000; i++ {
+				k := make([]byte, 16)
+				binary.BigEndian.PutUint64(k, uint64(i)*2654435761)
+				if err := bk.Put(k, make([]byte, 100)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	rng := rand.New(rand.NewSource(1))
+	k := make([]byte, 16)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		binary.BigEndian.PutUint64(k, uint64(rng.Intn(n))*2654435761)
+		_ = db.View(func(tx *Tx) error {
+			c := tx.Bucket([]byte("b")).Cursor()
+			j := 0
+			for kk, _ := c.Seek(k); kk != nil && j < 10; kk, _ = c.Next() {
+				j++
+			}
+			return nil
+		})
+	}
+}

@@ -15,15 +15,16 @@ type Bucket struct {
 	// for mostly-appending workloads. Set it on each transaction's Bucket.
 	FillPercent float64
 
-	tx       *Tx
-	tree     *btree.Tree
-	parent   *Bucket
-	name     []byte
-	isRoot   bool
-	depth    int // nesting level: 0 for the top level
-	sequence uint64
-	seqDirty bool
-	buckets  map[string]*Bucket // child buckets opened in this transaction
+	tx        *Tx
+	tree      *btree.Tree // points to treeStore
+	treeStore btree.Tree
+	parent    *Bucket
+	name      []byte
+	isRoot    bool
+	depth     int // nesting level: 0 for the top level
+	sequence  uint64
+	seqDirty  bool
+	buckets   childCache // child buckets opened in this transaction
 }
 
 // Tx returns the bucket's transaction.
@@ -57,7 +58,7 @@ func (b *Bucket) Bucket(name []byte) *Bucket {
 	if b.tx.db == nil {
 		return nil
 	}
-	if c, ok := b.buckets[string(name)]; ok {
+	if c := b.buckets.get(name); c != nil {
 		return c
 	}
 	v, flags, found := b.tree.Get(name)
@@ -99,15 +100,13 @@ func (b *Bucket) openChild(name []byte, rec page.BucketRecord) *Bucket {
 		depth:       b.depth + 1,
 		FillPercent: DefaultFillPercent,
 		tx:          b.tx,
-		tree:        btree.Open(b.tx.env, rec.Root),
 		parent:      b,
 		name:        bytes.Clone(name),
 		sequence:    rec.Sequence,
 	}
-	if b.buckets == nil {
-		b.buckets = make(map[string]*Bucket)
-	}
-	b.buckets[string(name)] = c
+	c.treeStore.Init(b.tx.env, rec.Root)
+	c.tree = &c.treeStore
+	b.buckets.put(c)
 	return c
 }
 
@@ -181,9 +180,9 @@ func (b *Bucket) DeleteBucket(name []byte) error {
 	if err != nil {
 		return err
 	}
-	if c, ok := b.buckets[string(name)]; ok {
+	if c := b.buckets.get(name); c != nil {
 		c.detach()
-		delete(b.buckets, string(name))
+		b.buckets.remove(name)
 	}
 	if _, err := b.tree.Delete(name, 0); err != nil {
 		return err
@@ -195,10 +194,10 @@ func (b *Bucket) DeleteBucket(name []byte) error {
 // detach marks a deleted or moved-away bucket object unusable for writes by
 // dropping its cached children; its tree is discarded with it.
 func (b *Bucket) detach() {
-	for _, c := range b.buckets {
+	for _, c := range b.buckets.list {
 		c.detach()
 	}
-	b.buckets = nil
+	b.buckets = childCache{}
 }
 
 // MoveBucket moves the nested bucket name from b into dst, keeping its
@@ -250,14 +249,11 @@ func (b *Bucket) MoveBucket(name []byte, dst *Bucket) error {
 	if _, err := b.tree.Delete(name, 0); err != nil {
 		return err
 	}
-	delete(b.buckets, string(name))
+	b.buckets.remove(name)
 	child.parent = dst
 	child.depth = dst.depth + 1
 	child.seqDirty = true // make sure the record is rewritten in dst at commit
-	if dst.buckets == nil {
-		dst.buckets = make(map[string]*Bucket)
-	}
-	dst.buckets[string(name)] = child
+	dst.buckets.put(child)
 	return nil
 }
 
@@ -378,7 +374,8 @@ func (b *Bucket) ForEachBucket(fn func(k []byte) error) error {
 // rewrite its record.
 func (b *Bucket) spill() (bool, error) {
 	changed := b.seqDirty
-	for name, c := range b.buckets {
+	for _, c := range b.buckets.list {
+		name := c.name
 		cc, err := c.spill()
 		if err != nil {
 			return false, err
@@ -387,7 +384,7 @@ func (b *Bucket) spill() (bool, error) {
 			continue
 		}
 		rec := page.BucketRecord{Root: c.tree.Root(), Sequence: c.sequence}
-		if err := b.tree.Put([]byte(name), rec.Encode(), page.FlagBucket, 0); err != nil {
+		if err := b.tree.Put(name, rec.Encode(), page.FlagBucket, 0); err != nil {
 			return false, err
 		}
 	}
@@ -403,4 +400,51 @@ func (b *Bucket) spill() (bool, error) {
 	}
 	b.seqDirty = false
 	return changed, nil
+}
+
+// childCache holds the child buckets a transaction opened, by name. Most
+// buckets have few children open at once, so it is a slice (no allocation
+// for a lookup, one small one for the first child) and adds a map index
+// only past a handful of entries.
+type childCache struct {
+	list  []*Bucket
+	index map[string]*Bucket
+}
+
+const childCacheIndexAt = 16
+
+func (c *childCache) get(name []byte) *Bucket {
+	if c.index != nil {
+		return c.index[string(name)]
+	}
+	for _, b := range c.list {
+		if bytes.Equal(b.name, name) {
+			return b
+		}
+	}
+	return nil
+}
+
+func (c *childCache) put(b *Bucket) {
+	c.list = append(c.list, b)
+	if c.index != nil {
+		c.index[string(b.name)] = b
+	} else if len(c.list) > childCacheIndexAt {
+		c.index = make(map[string]*Bucket, len(c.list))
+		for _, x := range c.list {
+			c.index[string(x.name)] = x
+		}
+	}
+}
+
+func (c *childCache) remove(name []byte) {
+	for i, b := range c.list {
+		if bytes.Equal(b.name, name) {
+			c.list = append(c.list[:i], c.list[i+1:]...)
+			break
+		}
+	}
+	if c.index != nil {
+		delete(c.index, string(name))
+	}
 }

@@ -31,11 +31,13 @@ type Tx struct {
 	root     *Bucket
 	onCommit []func()
 	stats    TxStats
-	start    time.Time
 	spaceOps int
 	// spaceEnded is set once the free-space map's transaction has been
 	// committed or rolled back by Commit.
 	spaceEnded bool
+
+	envStore  btree.Env // tx.env points here
+	rootStore Bucket    // tx.root points here
 }
 
 // spaceAllocator gives the trees of a write transaction the DB's allocator
@@ -59,8 +61,11 @@ func (a spaceAllocator) Free(id page.ID, n uint64) error {
 }
 
 func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {
-	tx := &Tx{db: db, writable: writable, meta: meta, txid: meta.Txid, view: view, start: time.Now()}
-	tx.env = &btree.Env{
+	tx := &Tx{db: db, writable: writable, meta: meta, txid: meta.Txid, view: view}
+	// One allocation for the transaction, its environment and its root
+	// bucket: a short read transaction is mostly this.
+	tx.env = &tx.envStore
+	tx.envStore = btree.Env{
 		Data:     view.Bytes(),
 		PageSize: db.pageSize,
 		HWM:      meta.HWM,
@@ -71,7 +76,10 @@ func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {
 		tx.env.Txid = tx.txid
 		tx.env.Alloc = spaceAllocator{tx}
 	}
-	tx.root = &Bucket{tx: tx, tree: btree.Open(tx.env, meta.Root), FillPercent: DefaultFillPercent, isRoot: true}
+	tx.root = &tx.rootStore
+	tx.rootStore = Bucket{tx: tx, FillPercent: DefaultFillPercent, isRoot: true}
+	tx.rootStore.treeStore.Init(tx.env, meta.Root)
+	tx.rootStore.tree = &tx.rootStore.treeStore
 	return tx
 }
 

@@ -33,7 +33,15 @@ type Tree struct {
 
 // Open returns the tree rooted at root.
 func Open(env *Env, root page.Ref) *Tree {
-	return &Tree{env: env, root: root, FillPercent: DefaultFillPercent}
+	t := &Tree{}
+	t.Init(env, root)
+	return t
+}
+
+// Init makes t the tree rooted at root, so callers can embed a Tree in their
+// own structs instead of allocating one.
+func (t *Tree) Init(env *Env, root page.Ref) {
+	*t = Tree{env: env, root: root, FillPercent: DefaultFillPercent}
 }
 
 // Env returns the transaction environment.

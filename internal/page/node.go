@@ -29,7 +29,7 @@ type Node struct {
 	buf   []byte
 	id    ID
 	txid  uint64
-	count int
+	count int32
 	leaf  bool
 }
 
@@ -86,7 +86,7 @@ func nodeAt(b []byte, pageSize int, id ID, wantTxid uint64, hwm uint64) (Node, e
 	if count == 0 || HeaderSize+count*es > size {
 		return Node{}, nodeErr(id, errCount, count, size)
 	}
-	return Node{buf: b[:size:size], id: id, txid: txid, count: int(count), leaf: typ == TypeLeaf}, nil
+	return Node{buf: b[:size:size], id: id, txid: txid, count: int32(count), leaf: typ == TypeLeaf}, nil
 }
 
 const (
@@ -128,7 +128,7 @@ func (n Node) ID() ID { return n.id }
 func (n Node) IsLeaf() bool { return n.leaf }
 
 // Count returns the number of elements.
-func (n Node) Count() int { return n.count }
+func (n Node) Count() int { return int(n.count) }
 
 // Header decodes the node's header.
 func (n Node) Header() Header {
@@ -169,7 +169,7 @@ func (n Node) BranchChild(i int) Ref {
 // BranchSearch returns the index of the last element whose key is <= key
 // (0 if every key is greater): the child a search for key descends into.
 func (n Node) BranchSearch(key []byte) (int, error) {
-	lo, hi := 0, n.count
+	lo, hi := 0, int(n.count)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
 		e := n.buf[HeaderSize+mid*BranchElemSize:]
@@ -192,7 +192,7 @@ func (n Node) BranchSearch(key []byte) (int, error) {
 // LeafSearch returns the index of the first element whose key is >= key
 // (Count() if none).
 func (n Node) LeafSearch(key []byte) (int, error) {
-	lo, hi := 0, n.count
+	lo, hi := 0, int(n.count)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
 		e := n.buf[HeaderSize+mid*LeafElemSize:]
