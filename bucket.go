@@ -159,20 +159,31 @@ func (b *Bucket) CreateBucketIfNotExists(name []byte) (*Bucket, error) {
 	return b.CreateBucket(name)
 }
 
+// childRecord returns the raw bucket record of the nested bucket name:
+// ErrBucketNotFound if there is no such key, ErrIncompatibleValue if it
+// holds a value, or the corruption met looking for it.
+func (b *Bucket) childRecord(name []byte) ([]byte, error) {
+	v, flags, found := b.tree.Get(name)
+	if err := b.tx.env.Err; err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, ErrBucketNotFound
+	}
+	if flags != page.FlagBucket {
+		return nil, ErrIncompatibleValue
+	}
+	return v, nil
+}
+
 // DeleteBucket deletes the nested bucket name and everything in it.
 func (b *Bucket) DeleteBucket(name []byte) error {
 	if err := b.checkWrite(); err != nil {
 		return err
 	}
-	v, flags, found := b.tree.Get(name)
-	if err := b.tx.env.Err; err != nil {
+	v, err := b.childRecord(name)
+	if err != nil {
 		return err
-	}
-	if !found {
-		return ErrBucketNotFound
-	}
-	if flags != page.FlagBucket {
-		return ErrIncompatibleValue
 	}
 	// The committed tree holds every page the bucket and its descendants
 	// own; changes made in this transaction have no pages yet.
@@ -215,15 +226,9 @@ func (b *Bucket) MoveBucket(name []byte, dst *Bucket) error {
 	if dst.tx != b.tx {
 		return fmt.Errorf("rivet: MoveBucket across transactions")
 	}
-	v, flags, found := b.tree.Get(name)
-	if err := b.tx.env.Err; err != nil {
+	v, err := b.childRecord(name)
+	if err != nil {
 		return err
-	}
-	if !found {
-		return ErrBucketNotFound
-	}
-	if flags != page.FlagBucket {
-		return ErrIncompatibleValue
 	}
 	if b == dst {
 		return errSameBuckets
