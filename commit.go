@@ -10,7 +10,7 @@ import (
 
 // Commit writes the transaction's changes and, in Full and Barrier
 // durability, returns once they are durable — sharing one flush with the
-// commits running concurrently (docs/design.md §3.4). Then it runs the
+// commits running concurrently (docs/design.md §3.3). Then it runs the
 // OnCommit handlers. On an error before the changes were written the
 // transaction is rolled back; an error from writing or flushing latches
 // the DB (see ErrLatched), and the transaction may or may not survive a

@@ -304,7 +304,7 @@ func (db *DB) readAt(b []byte, off int64) (int, error) {
 	return n, err
 }
 
-// recover chooses the state to open at (docs/design.md §3.5).
+// recover chooses the state to open at (docs/design.md §3.4).
 func (db *DB) recover(metas [2]*page.Meta, errs [2]error, size int64) (*page.Meta, int, Recovery, error) {
 	newest, other := 0, 1
 	if metas[0] == nil || (metas[1] != nil && metas[1].Txid > metas[0].Txid) {

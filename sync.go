@@ -9,7 +9,7 @@ import (
 	"github.com/rivetkv/rivet/internal/vfs"
 )
 
-// The commit pipeline (docs/design.md §3.4).
+// The commit pipeline (docs/design.md §3.3).
 //
 // A commit first commits in memory: it writes its data pages (no flush) and
 // becomes db.head, the state the next write transaction builds on. A sync

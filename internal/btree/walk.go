@@ -8,7 +8,7 @@ import (
 
 // Walker visits the runs of committed trees, validating as it goes. Check
 // uses it over the whole file; recovery uses it to verify only what the last
-// sync point wrote (docs/design.md §3.5).
+// sync point wrote (docs/design.md §3.4).
 type Walker struct {
 	// Fetch returns the bytes of pages pages starting at id.
 	Fetch    func(id page.ID, pages uint64) ([]byte, error)
