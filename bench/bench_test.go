@@ -78,7 +78,8 @@ func TestRunAllWorkloadsTiny(t *testing.T) {
 		"update-locality": {"file size after load", "commit latency", "commits/s", "commits"},
 		"batch-slasher": {"file size after load", "commit latency", "commits/s", "updates/s", "commits",
 			"file size at end"},
-		"memory": {"peak RSS", "peak RSS of an idle child"},
+		"memory":       {"peak RSS", "peak RSS of an idle child"},
+		"mode-latency": {"commits/s", "commit latency", "commits", "close"},
 	}
 	for _, z := range cfg.OpenSizes {
 		for _, state := range []string{"plain", "fragmented"} {
@@ -239,6 +240,64 @@ func checkNewWorkloads(t *testing.T, cfg Config, rs []Result, engines []string) 
 			r, ok := find(rs, "concurrent-durable", fmt.Sprintf("flushes per 1000 commits, %s, %d goroutine(s)", mode, g), RivetEngine)
 			if !ok || r.Median <= 0 || r.Median > 1000 || (mode == "update" && g == 1 && r.Median != 1000) {
 				t.Errorf("rivet flushes per 1000 commits, %s, %d goroutines: %v (found %v)", mode, g, r.Median, ok)
+			}
+		}
+	}
+}
+
+// TestDurabilityVariants runs issue 5's comparison on every durability
+// variant and checks what the flush counts must say whatever the machine:
+// Full and Barrier (a full flush on Linux and Windows) flush once per
+// single-writer commit, Periodic and None almost never, and bbolt counts
+// no flushes at all.
+func TestDurabilityVariants(t *testing.T) {
+	for _, e := range DefaultEngines() {
+		if slices.Contains(DurabilityEngines, e.Name()) && e.Name() != RivetEngine && e.Name() != BaselineEngine {
+			t.Errorf("variant %s runs by default", e.Name())
+		}
+	}
+	for _, name := range DurabilityEngines {
+		e, err := LookupEngine(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, isVariant := e.(Variant)
+		if _, isInspector := e.(Inspector); isVariant && isInspector {
+			t.Errorf("variant %s claims files as an Inspector", name)
+		}
+	}
+	cfg := tinyConfig(t, DurabilityEngines...)
+	cfg.Workloads = []string{"mode-latency", "concurrent-durable"}
+	cfg.Duration = 400 * time.Millisecond
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range DurabilityEngines {
+		for _, f := range []string{"commits/s", "commit latency", "close"} {
+			if r, ok := find(rep.Results, "mode-latency", f, name); !ok || !(r.Median > 0) {
+				t.Errorf("mode-latency on %s: %q = %+v (found %v)", name, f, r, ok)
+			}
+		}
+		for _, g := range concurrentGoroutines {
+			if r, ok := find(rep.Results, "concurrent-durable", fmt.Sprintf("commits/s, update, %d goroutine(s)", g), name); !ok || !(r.Median > 0) {
+				t.Errorf("concurrent-durable on %s, %d goroutines: %+v (found %v)", name, g, r, ok)
+			}
+		}
+		fl, ok := find(rep.Results, "mode-latency", "flushes per 1000 commits", name)
+		cfl, cok := find(rep.Results, "concurrent-durable", "flushes per 1000 commits, update, 1 goroutine(s)", name)
+		switch name {
+		case BaselineEngine, BoltNoSyncEngine:
+			if ok || cok {
+				t.Errorf("%s has a flush count it cannot measure", name)
+			}
+		case RivetEngine, RivetBarrierEngine:
+			if fl.Median != 1000 || cfl.Median != 1000 {
+				t.Errorf("%s: %v and %v flushes per 1000 single-writer commits, want 1000", name, fl.Median, cfl.Median)
+			}
+		default: // Periodic(1s) and None: no flush per commit
+			if !ok || !cok || fl.Median > 100 || cfl.Median > 100 {
+				t.Errorf("%s: %v and %v flushes per 1000 commits (found %v, %v)", name, fl.Median, cfl.Median, ok, cok)
 			}
 		}
 	}

@@ -11,7 +11,8 @@ import (
 // Config selects what Run measures and how big it is.
 type Config struct {
 	// Workloads and Engines name what to run; empty means every workload,
-	// and for engines every registered one.
+	// and for engines every registered one except the durability variants
+	// (DefaultEngines).
 	Workloads []string `json:"workloads"`
 	Engines   []string `json:"engines"`
 	// Size is the file size the fragmented workload grows its DB to before
@@ -26,7 +27,8 @@ type Config struct {
 	// cap on the fragmented commit loop.
 	Commits int `json:"commits"`
 	// Duration caps the fragmented commit loop; whichever of Commits and
-	// Duration comes first ends it.
+	// Duration comes first ends it. concurrent-durable runs each of its
+	// settings, and mode-latency its loop, for a quarter of it.
 	Duration time.Duration `json:"duration_ns"`
 	// OpenSizes are the file sizes open-scaling builds (each once plain,
 	// once fragmented) and times Open on.

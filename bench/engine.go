@@ -227,6 +227,19 @@ func Engines() []Engine {
 	return out
 }
 
+// DefaultEngines returns the registered engines a run uses when it names
+// none: every engine but the Variants (durability variants such as
+// rivet-none), which run only when named.
+func DefaultEngines() []Engine {
+	var out []Engine
+	for _, e := range Engines() {
+		if _, ok := e.(Variant); !ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // EngineNames returns the names of the registered engines.
 func EngineNames() []string {
 	var names []string

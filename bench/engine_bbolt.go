@@ -17,10 +17,12 @@ var _ = register(
 // or inspection of a file another process holds should fail, not hang.
 const lockTimeout = 5 * time.Second
 
-// boltEngine is bbolt v1.5 with default options, or with NoFreelistSync.
+// boltEngine is bbolt v1.5 with default options, or with NoFreelistSync,
+// or (as the durability variant bbolt-nosync) with NoSync.
 type boltEngine struct {
 	name           string
 	noFreelistSync bool
+	noSync         bool
 }
 
 // Name implements Engine.
@@ -31,6 +33,7 @@ func (e boltEngine) options(readOnly bool) *bolt.Options {
 		Timeout:        lockTimeout,
 		ReadOnly:       readOnly,
 		NoFreelistSync: e.noFreelistSync,
+		NoSync:         e.noSync,
 	}
 }
 

@@ -139,7 +139,7 @@ func runOne(ctx context.Context, cfg *Config, w Workload, e Engine, run int, bas
 
 func selectEngines(names []string) ([]Engine, error) {
 	if len(names) == 0 {
-		return Engines(), nil
+		return DefaultEngines(), nil
 	}
 	var out []Engine
 	for _, n := range names {

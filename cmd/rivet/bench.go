@@ -50,24 +50,30 @@ Workloads:
 Figures named wchar and write_bytes come from /proc/self/io (Linux only):
 wchar is what the engine handed to write calls, write_bytes what reached the
 storage layer. Databases are created in a fresh directory inside --dir and
-removed afterwards.`,
+removed afterwards.
+
+Durability (issue 5): the engines rivet-barrier, rivet-periodic (Periodic
+1s), rivet-none and bbolt-nosync run only when named (--engines, or
+"--vs modes" for all of them with rivet and bbolt); the workloads that
+compare them are concurrent-durable and mode-latency.`,
 		Example: `  go -C cmd/rivet run . bench
   go -C cmd/rivet run . bench --vs bbolt
   go -C cmd/rivet run . bench --vs bbolt --workloads fragmented --size 1GiB --duration 10s
+  go -C cmd/rivet run . bench --vs modes --workloads mode-latency,concurrent-durable --duration 8s
   go -C cmd/rivet run . bench --preset full --vs bbolt --json > results.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, &f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.preset, "preset", "demo", "sizes to start from: tiny, demo or full (the flags below override)")
-	fl.StringSliceVar(&f.vs, "vs", nil, `engines to compare with; "bbolt" means bbolt and bbolt-nofreelistsync`)
+	fl.StringSliceVar(&f.vs, "vs", nil, `engines to compare with; "bbolt" means bbolt and bbolt-nofreelistsync, "modes" rivet's durability modes, bbolt and bbolt-nosync`)
 	fl.StringSliceVar(&f.engines, "engines", nil, "exact engines to run, replacing the default (rivet) and --vs: "+strings.Join(bench.EngineNames(), ", "))
 	fl.StringSliceVar(&f.workloads, "workloads", nil, "workloads to run (default all): "+strings.Join(bench.WorkloadNames(), ", "))
 	fl.Var(&f.size, "size", "file size the fragmented workload grows to, e.g. 256MiB or 1GiB (default from preset)")
 	fl.IntVar(&f.keys, "keys", 0, "keys loaded by bulk-load and random-reads (default from preset)")
 	fl.IntVar(&f.reads, "reads", 0, "random Gets per goroutine setting in random-reads (default from preset)")
 	fl.IntVar(&f.commits, "commits", 0, "one-key commits of durable-writes; cap of the fragmented loop (default from preset)")
-	fl.DurationVar(&f.duration, "duration", 0, "time cap of the commit loops; concurrent-durable runs each setting for a quarter of it (default from preset)")
+	fl.DurationVar(&f.duration, "duration", 0, "time cap of the commit loops; concurrent-durable runs each setting, and mode-latency its loop, for a quarter of it (default from preset)")
 	fl.StringSliceVar(&f.openSizes, "open-sizes", nil, "file sizes open-scaling builds and opens, e.g. 16MiB,1GiB,4GiB (default from preset)")
 	fl.IntVar(&f.slasher, "slasher-keys", 0, "keys batch-slasher spreads over its 4 buckets (default from preset)")
 	fl.IntVar(&f.runs, "runs", 0, "repetitions; medians are taken over runs (default from preset)")
@@ -87,7 +93,9 @@ func workloadHelp() string {
 
 // engineList resolves the engines to run: --engines verbatim, else rivet
 // plus whatever --vs names, with "bbolt" standing for both bbolt
-// configurations because the pair is the seed report's comparison.
+// configurations because the pair is the seed report's comparison, and
+// "modes" for issue 5's: rivet in every durability mode, bbolt default and
+// bbolt with NoSync.
 func engineList(f *benchFlags) []string {
 	if len(f.engines) > 0 {
 		return f.engines
@@ -95,8 +103,11 @@ func engineList(f *benchFlags) []string {
 	out := []string{bench.RivetEngine}
 	for _, v := range f.vs {
 		add := []string{v}
-		if strings.EqualFold(v, bench.BaselineEngine) {
+		switch {
+		case strings.EqualFold(v, bench.BaselineEngine):
 			add = []string{bench.BaselineEngine, bench.BoltNoFreelistSyncEngine}
+		case strings.EqualFold(v, modesAlias):
+			add = bench.DurabilityEngines
 		}
 		for _, a := range add {
 			if !slices.Contains(out, a) {
@@ -106,6 +117,9 @@ func engineList(f *benchFlags) []string {
 	}
 	return out
 }
+
+// modesAlias is the --vs value that stands for bench.DurabilityEngines.
+const modesAlias = "modes"
 
 func runBench(cmd *cobra.Command, f *benchFlags) error {
 	cfg, err := bench.Preset(f.preset)

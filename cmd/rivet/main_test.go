@@ -109,6 +109,8 @@ func TestBenchEngineSelection(t *testing.T) {
 		{benchFlags{vs: []string{"bbolt"}}, "rivet,bbolt,bbolt-nofreelistsync"},
 		{benchFlags{vs: []string{"BBOLT", "bbolt-nofreelistsync"}}, "rivet,bbolt,bbolt-nofreelistsync"},
 		{benchFlags{vs: []string{"bbolt"}, engines: []string{"bbolt"}}, "bbolt"},
+		{benchFlags{vs: []string{"modes"}}, "rivet,rivet-barrier,rivet-periodic,rivet-none,bbolt,bbolt-nosync"},
+		{benchFlags{vs: []string{"bbolt", "Modes"}}, "rivet,bbolt,bbolt-nofreelistsync,rivet-barrier,rivet-periodic,rivet-none,bbolt-nosync"},
 	} {
 		if got := strings.Join(engineList(&tc.f), ","); got != tc.want {
 			t.Errorf("engineList(%+v) = %s, want %s", tc.f, got, tc.want)

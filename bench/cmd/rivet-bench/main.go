@@ -2,11 +2,15 @@
 //
 // It is the scriptable front end of package bench (stdlib flags, no
 // terminal UI); the rivet command's "bench" subcommand is the friendly one.
-// Defaults are the "full" preset on every registered engine:
+// Defaults are the "full" preset on every registered engine but the
+// durability variants (rivet-barrier, rivet-periodic, rivet-none,
+// bbolt-nosync), which run when named:
 //
 //	go -C bench run ./cmd/rivet-bench                          # full run, ~GiB of disk
 //	go -C bench run ./cmd/rivet-bench --preset demo --json     # quicker, JSON on stdout
 //	go -C bench run ./cmd/rivet-bench --workloads fragmented --engines bbolt,bbolt-nofreelistsync
+//	go -C bench run ./cmd/rivet-bench --preset demo --workloads mode-latency,concurrent-durable --duration 8s \
+//	    --engines rivet,rivet-barrier,rivet-periodic,rivet-none,bbolt,bbolt-nosync
 package main
 
 import (
@@ -31,13 +35,13 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("rivet-bench", flag.ContinueOnError)
 	preset := fs.String("preset", "full", "sizes to start from: tiny, demo or full (flags below override)")
 	workloads := fs.String("workloads", "", "comma-separated workloads (default all): "+strings.Join(bench.WorkloadNames(), ", "))
-	engines := fs.String("engines", "", "comma-separated engines (default all): "+strings.Join(bench.EngineNames(), ", "))
+	engines := fs.String("engines", "", "comma-separated engines (default all but the durability variants "+strings.Join(variants(), ", ")+"): "+strings.Join(bench.EngineNames(), ", "))
 	var size bench.Size
 	fs.Var(&size, "size", "file size the fragmented workload grows to, e.g. 256MiB, 1GiB (default from preset)")
 	keys := fs.Int("keys", 0, "keys of bulk-load and random-reads (default from preset)")
 	reads := fs.Int("reads", 0, "random Gets per goroutine setting (default from preset)")
 	commits := fs.Int("commits", 0, "one-key commits of durable-writes, cap of the fragmented loop (default from preset)")
-	duration := fs.Duration("duration", 0, "time cap of the commit loops; concurrent-durable runs each setting for a quarter of it (default from preset)")
+	duration := fs.Duration("duration", 0, "time cap of the commit loops; concurrent-durable runs each setting, and mode-latency its loop, for a quarter of it (default from preset)")
 	openSizes := fs.String("open-sizes", "", "comma-separated file sizes of open-scaling, e.g. 16MiB,1GiB,4GiB (default from preset)")
 	slasher := fs.Int("slasher-keys", 0, "keys batch-slasher spreads over its 4 buckets (default from preset)")
 	runs := fs.Int("runs", 0, "repetitions; medians are over runs (default from preset)")
@@ -104,4 +108,15 @@ func run(args []string) error {
 		return rep.WriteJSON(os.Stdout)
 	}
 	return rep.WriteTable(os.Stdout)
+}
+
+// variants names the engines that run only when named.
+func variants() []string {
+	var out []string
+	for _, e := range bench.Engines() {
+		if _, ok := e.(bench.Variant); ok {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
