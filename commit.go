@@ -155,21 +155,27 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 			return nil, noWait, db.latch(err)
 		}
 	}
-	if wait == noWait && db.tooMuchPending(stats) {
+	if wait == noWait {
 		// Pages freed since the last sync point cannot be reused before the
-		// next; run one now so the file does not grow without bound.
-		wait = waitDurable
+		// next, so Periodic and None run one early when they pile up: in
+		// the background past the soft limit, and blocking this commit past
+		// twice that, which bounds the file's growth.
+		switch soft := pendingLimit(stats); {
+		case stats.PendingPages > 2*soft:
+			wait = waitDurable
+		case stats.PendingPages > soft:
+			db.startBackgroundSync(tx.txid)
+		}
 	}
 	return job, wait, nil
 }
 
-// tooMuchPending reports whether the pages waiting for a sync point exceed
-// a quarter of the file (at least 4,096 pages): Periodic and None then run
-// a sync point early.
-func (db *DB) tooMuchPending(s spacemap.Stats) bool {
+// pendingLimit is the soft limit on pages waiting for a sync point: a
+// quarter of the file, at least 4,096 pages.
+func pendingLimit(s spacemap.Stats) uint64 {
 	limit := s.HWM / 4
 	if limit < 4096 {
 		limit = 4096
 	}
-	return s.PendingPages > limit
+	return limit
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rivetkv/rivet/internal/page"
@@ -100,6 +101,9 @@ type DB struct {
 
 	bgStop chan struct{} // closes the periodic syncer (Periodic mode)
 	bgDone chan struct{}
+
+	bgSyncing atomic.Bool    // an early sync point runs in the background
+	bgSyncs   sync.WaitGroup // Close waits for it
 
 	batchMu sync.Mutex
 	batch   *batch
@@ -392,6 +396,7 @@ func (db *DB) Close() error {
 		<-db.bgDone
 		db.bgStop = nil
 	}
+	db.bgSyncs.Wait()
 	var first error
 	if !db.readOnly && !db.isClosed() && db.latchedErr() == nil {
 		first = db.syncThrough(db.headTxid(), true)

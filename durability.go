@@ -38,8 +38,9 @@ const (
 //
 // In Periodic and None, pages freed since the last sync point cannot be
 // reused before the next one (the file must still hold the last durable
-// state); rivet runs a sync point early when such pages exceed a quarter of
-// the file (at least 4,096 pages), which bounds the file's growth.
+// state). rivet starts a sync point early, in the background, when such
+// pages exceed a quarter of the file (at least 4,096 pages), and makes a
+// commit wait for one past twice that, which bounds the file's growth.
 type Durability struct {
 	mode     durabilityMode
 	interval time.Duration

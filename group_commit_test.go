@@ -242,3 +242,46 @@ func TestDurabilityModesFlushCount(t *testing.T) {
 		})
 	}
 }
+
+// TestNoneModeGrowthIsBounded: in None mode (and Periodic), pages freed since
+// the last sync point wait for the next one; early sync points (background
+// past the soft limit, blocking past twice it) keep the file from growing
+// with the churn.
+func TestNoneModeGrowthIsBounded(t *testing.T) {
+	db, err := openFS(vfs.NewMem(), "/db", 0o600, &Options{Durability: None, InitialMmapSize: memMapSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const commits = 20000
+	v := make([]byte, 2000) // a blob: every overwrite frees and allocates a page
+	for i := 0; i < commits; i++ {
+		if err := db.Update(func(tx *Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("b"))
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte("hot"), v); err != nil {
+				return err
+			}
+			return b.Put([]byte(fmt.Sprint(i%50)), []byte("small"))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := db.Stats()
+	db.writer.Lock()
+	hwm := db.head.HWM
+	db.writer.Unlock()
+	t.Logf("%d commits: HWM %d pages, %d flushes", commits, hwm, s.Flushes)
+	// Each commit frees about 3 pages: without early sync points the file
+	// would reach about 60,000 pages. The bound is twice the soft limit
+	// (4,096 pages) plus what is live and in flight.
+	if hwm > 3*4096 {
+		t.Fatalf("file grew to %d pages; early sync points should bound it near 2x4,096", hwm)
+	}
+	if s.Flushes > commits/500 {
+		t.Fatalf("%d flushes for %d commits in None mode", s.Flushes, commits)
+	}
+	mustCheck(t, db)
+}

@@ -149,6 +149,10 @@ func (db *DB) syncThrough(txid uint64, forceFull bool) error {
 			db.syncMu.Unlock()
 			return err
 		}
+		if db.isClosed() {
+			db.syncMu.Unlock()
+			return ErrDatabaseNotOpen
+		}
 		if db.syncing {
 			db.syncCond.Wait()
 			continue
@@ -170,6 +174,23 @@ func (db *DB) syncThrough(txid uint64, forceFull bool) error {
 	}
 	db.syncMu.Unlock()
 	return nil
+}
+
+// startBackgroundSync starts a sync point covering txid on its own
+// goroutine, unless one started this way is still running. The committing
+// transaction does not wait for it (Periodic and None; see commit).
+func (db *DB) startBackgroundSync(txid uint64) {
+	if !db.bgSyncing.CompareAndSwap(false, true) {
+		return
+	}
+	db.bgSyncs.Add(1)
+	go func() {
+		defer db.bgSyncs.Done()
+		defer db.bgSyncing.Store(false)
+		if err := db.syncThrough(txid, false); err != nil && err != ErrDatabaseNotOpen {
+			db.logger.Errorf("early sync point: %v", err)
+		}
+	}()
 }
 
 // headTxid returns the txid of the newest committed state.
