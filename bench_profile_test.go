@@ -11,21 +11,8 @@ import (
 )
 
 func BenchmarkGetRandom(b *testing.B) {
-	db := openTestDB(b, nil)
 	const n = 200000
-	for s := 0; s < n; s += 10000 {
-		_ = db.Update(func(tx *Tx) error {
-			bk, _ := tx.CreateBucketIfNotExists([]byte("b"))
-			for i := s; i < s+10000; i++ {
-				k := make([]byte, 16)
-				binary.BigEndian.PutUint64(k, uint64(i)*2654435761)
-				if err := bk.Put(k, make([]byte, 100)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
+	db := loadedDB(b, n)
 	rng := rand.New(rand.NewSource(1))
 	b.ResetTimer()
 	_ = db.View(func(tx *Tx) error {
@@ -42,21 +29,8 @@ func BenchmarkGetRandom(b *testing.B) {
 }
 
 func BenchmarkScan10(b *testing.B) {
-	db := openTestDB(b, nil)
 	const n = 200000
-	for s := 0; s < n; s += 10000 {
-		_ = db.Update(func(tx *Tx) error {
-			bk, _ := tx.CreateBucketIfNotExists([]byte("b"))
-			for i := s; i < s+10000; i++ {
-				k := make([]byte, 16)
-				binary.BigEndian.PutUint64(k, uint64(i)*2654435761)
-				if err := bk.Put(k, make([]byte, 100)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
+	db := loadedDB(b, n)
 	rng := rand.New(rand.NewSource(1))
 	b.ResetTimer()
 	_ = db.View(func(tx *Tx) error {
@@ -100,21 +74,8 @@ func BenchmarkBulkLoadSeq(b *testing.B) {
 // BenchmarkViewScan10 is a read transaction per 10-key range scan, as the
 // bench module's random-reads workload does it.
 func BenchmarkViewScan10(b *testing.B) {
-	db := openTestDB(b, nil)
 	const n = 100000
-	for s := 0; s < n; s += 10000 {
-		_ = db.Update(func(tx *Tx) error {
-			bk, _ := tx.CreateBucketIfNotExists([]byte("b"))
-			for i := s; i < s+10000; i++ {
-				k := make([]byte, 16)
-				binary.BigEndian.PutUint64(k, uint64(i)*2654435761)
-				if err := bk.Put(k, make([]byte, 100)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
+	db := loadedDB(b, n)
 	rng := rand.New(rand.NewSource(1))
 	k := make([]byte, 16)
 	b.ResetTimer()
@@ -129,4 +90,30 @@ func BenchmarkViewScan10(b *testing.B) {
 			return nil
 		})
 	}
+}
+
+// loadedDB returns a test DB whose bucket "b" holds n keys (16-byte keys in
+// ascending order, 100-byte values), loaded in 10,000-key transactions.
+func loadedDB(b *testing.B, n int) *testDB {
+	db := openTestDB(b, nil)
+	for s := 0; s < n; s += 10000 {
+		err := db.Update(func(tx *Tx) error {
+			bk, err := tx.CreateBucketIfNotExists([]byte("b"))
+			if err != nil {
+				return err
+			}
+			for i := s; i < s+10000 && i < n; i++ {
+				k := make([]byte, 16)
+				binary.BigEndian.PutUint64(k, uint64(i)*2654435761)
+				if err := bk.Put(k, make([]byte, 100)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return db
 }
