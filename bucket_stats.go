@@ -12,11 +12,15 @@ func (b *Bucket) Stats() BucketStats {
 	if b.tx.db == nil {
 		return s
 	}
-	b.statsOf(b.tree.Root(), &s, 0)
+	// seen makes the walk visit each run once: on a corrupt file whose
+	// branches point to one subtree many times (a DAG, no cycle) it would
+	// otherwise take exponentially many steps.
+	seen := map[page.ID]struct{}{}
+	b.statsOf(b.tree.Root(), &s, 0, seen)
 	return s
 }
 
-func (b *Bucket) statsOf(root page.Ref, s *BucketStats, depth int) {
+func (b *Bucket) statsOf(root page.Ref, s *BucketStats, depth int, seen map[page.ID]struct{}) {
 	s.BucketN++
 	if root.IsZero() {
 		if s.Depth < 1 {
@@ -24,15 +28,23 @@ func (b *Bucket) statsOf(root page.Ref, s *BucketStats, depth int) {
 		}
 		return
 	}
-	b.nodeStats(root, s, 1, depth)
+	b.nodeStats(root, s, 1, depth, seen)
 }
 
-func (b *Bucket) nodeStats(ref page.Ref, s *BucketStats, level, depth int) {
+func (b *Bucket) nodeStats(ref page.Ref, s *BucketStats, level, depth int, seen map[page.ID]struct{}) {
 	env := b.tx.env
+	if env.Err != nil {
+		return
+	}
 	if level+depth > btree.MaxDepth*2 {
 		env.Err = firstErr(env.Err, page.Corruptf(ref.ID, "tree deeper than %d levels (cycle?)", btree.MaxDepth))
 		return
 	}
+	if _, dup := seen[ref.ID]; dup {
+		env.Err = firstErr(env.Err, page.Corruptf(ref.ID, "page reachable twice"))
+		return
+	}
+	seen[ref.ID] = struct{}{}
 	n, err := page.ReadNode(env.Data, env.PageSize, ref.ID, ref.Txid, env.HWM)
 	if err != nil {
 		env.Err = firstErr(env.Err, err)
@@ -58,7 +70,7 @@ func (b *Bucket) nodeStats(ref page.Ref, s *BucketStats, level, depth int) {
 		}
 		s.BranchInuse += used
 		for i := 0; i < n.Count(); i++ {
-			b.nodeStats(n.BranchChild(i), s, level+1, depth)
+			b.nodeStats(n.BranchChild(i), s, level+1, depth, seen)
 		}
 		return
 	}
@@ -82,7 +94,7 @@ func (b *Bucket) nodeStats(ref page.Ref, s *BucketStats, level, depth int) {
 				return
 			}
 			var sub BucketStats
-			b.statsOf(rec.Root, &sub, depth+level)
+			b.statsOf(rec.Root, &sub, depth+level, seen)
 			s.Add(sub)
 		case page.FlagBlob:
 			ref, err := page.DecodeBlobRef(ref.ID, v)

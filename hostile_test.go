@@ -303,6 +303,7 @@ type hostileResult struct {
 	viewErr  error
 	checkErr []error
 	bounded  bool
+	statsErr error
 }
 
 // openHostile opens path read-only, walks everything and runs Check, all
@@ -328,6 +329,14 @@ func openHostile(t *testing.T, path string) hostileResult {
 				r.checkErr = append(r.checkErr, err)
 			}
 			return nil
+		})
+		// Bucket.Stats walks every tree too; it must stay bounded (the
+		// 20 s limit below) and report, not panic.
+		r.statsErr = db.View(func(tx *Tx) error {
+			return tx.ForEach(func(_ []byte, b *Bucket) error {
+				_ = b.Stats()
+				return nil
+			})
 		})
 		done <- r
 	}()
@@ -865,6 +874,9 @@ func TestHostileBranchDAG(t *testing.T) {
 	}
 	if !errors.Is(r.viewErr, rerrors.ErrCorrupt) {
 		t.Fatalf("view: %v, want ErrCorrupt", r.viewErr)
+	}
+	if !errors.Is(r.statsErr, rerrors.ErrCorrupt) {
+		t.Fatalf("Bucket.Stats over a branch DAG: %v, want ErrCorrupt", r.statsErr)
 	}
 }
 
