@@ -571,21 +571,26 @@ func TestHostileBothMetasZeroed(t *testing.T) {
 
 // (h) A newer format version, with a correct checksum.
 func TestHostileNewerFormatVersion(t *testing.T) {
-	path, img := hostileDB(t)
-	for id := 0; id < 2; id++ {
-		m := img[id*hostilePS : (id+1)*hostilePS]
-		binary.LittleEndian.PutUint32(m[4:], page.FormatVersion+1)
-		count := uint64(binary.LittleEndian.Uint32(m[64:]))
-		end := 128 + 2*page.BitmapLen(count)
-		binary.LittleEndian.PutUint32(m[12:], page.ChecksumSkipping(m[:end], 12))
-	}
-	if err := os.WriteFile(path, img, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, ro := range []bool{true, false} {
-		_, err := Open(path, 0o600, &Options{ReadOnly: ro, Timeout: time.Second})
-		if !errors.Is(err, rerrors.ErrVersionMismatch) {
-			t.Fatalf("read-only %t: %v, want ErrVersionMismatch", ro, err)
+	// Both metas newer, or only one: a newer build wrote one of them, and
+	// the other is an older state the open must not roll back to.
+	for _, ids := range [][]int{{0, 1}, {0}, {1}} {
+		path, img := hostileDB(t)
+		for _, id := range ids {
+			m := img[id*hostilePS : (id+1)*hostilePS]
+			binary.LittleEndian.PutUint32(m[4:], page.FormatVersion+1)
+			count := uint64(binary.LittleEndian.Uint32(m[64:]))
+			deltas := int(binary.LittleEndian.Uint32(m[84:]))
+			end := 128 + 2*page.BitmapLen(count) + deltas*page.DeltaRunSize
+			binary.LittleEndian.PutUint32(m[12:], page.ChecksumSkipping(m[:end], 12))
+		}
+		if err := os.WriteFile(path, img, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, ro := range []bool{true, false} {
+			_, err := Open(path, 0o600, &Options{ReadOnly: ro, Timeout: time.Second})
+			if !errors.Is(err, rerrors.ErrVersionMismatch) {
+				t.Fatalf("metas %v newer, read-only %t: %v, want ErrVersionMismatch", ids, ro, err)
+			}
 		}
 	}
 }

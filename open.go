@@ -116,6 +116,15 @@ func (db *DB) load(fs vfs.FS) error {
 	if size > 0 {
 		metas, errs = db.readMetas(size)
 	}
+	for _, e := range errs {
+		// A meta of a newer format means a newer rivet wrote this file; the
+		// other meta is then an older state of it (or of the format it came
+		// from), and opening at that one would roll back, and then
+		// overwrite, what the newer build committed.
+		if errors.Is(e, rerrors.ErrVersionMismatch) {
+			return e
+		}
+	}
 	if metas[0] == nil && metas[1] == nil {
 		// A file that never committed a state is created afresh: an empty
 		// file, or one that is all zeros (a crash before creation's first
@@ -125,11 +134,6 @@ func (db *DB) load(fs vfs.FS) error {
 				return fmt.Errorf("%w: file has no committed state and is opened read-only", rerrors.ErrInvalid)
 			}
 			return db.create(fs)
-		}
-		for _, e := range errs {
-			if errors.Is(e, rerrors.ErrVersionMismatch) {
-				return e
-			}
 		}
 		// bbolt returns ErrInvalid itself here and callers compare with ==,
 		// so the details go to the log rather than into a wrapped error.
@@ -183,6 +187,7 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 		Selector:        meta.Selector,
 		FirstFreeRegion: meta.FirstFreeRegion,
 		FreePages:       meta.FreePages,
+		Delta:           meta.Delta,
 		MaxPages:        maxPages,
 		Loader:          db.pager,
 	})

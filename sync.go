@@ -92,6 +92,7 @@ func (db *DB) prepareSync(kind vfs.SyncKind, extra []pager.Run) (*syncJob, error
 	meta.Steady = steady
 	meta.Selector = img.Selector
 	meta.Changed = img.Changed
+	meta.Delta = img.Delta
 	meta.FreePages = img.FreePages
 	meta.FirstFreeRegion = img.FirstFreeRegion
 	buf := make([]byte, db.pageSize)

@@ -179,7 +179,21 @@ func FuzzReadNode(f *testing.F) {
 }
 
 // metaLen returns the number of checksummed bytes of an encoded meta.
-func metaLen(m *Meta) int { return metaFixedSize + 2*BitmapLen(m.RegionCount()) }
+func metaLen(m *Meta) int {
+	return metaFixedSize + 2*BitmapLen(m.RegionCount()) + DeltaRunSize*len(m.Delta)
+}
+
+// sampleDeltaMeta is sampleMeta with a two-run delta in region 0.
+func sampleDeltaMeta(ps int, hwm uint64) []byte {
+	buf := sampleMeta(ps, hwm)
+	m, err := DecodeMeta(0, buf)
+	if err != nil {
+		panic(err)
+	}
+	m.Delta = []DeltaRun{{ID: minHWM, N: 1, Free: true}, {ID: minHWM + 2, N: 3}}
+	EncodeMeta(buf, m)
+	return buf
+}
 
 func sampleMeta(ps int, hwm uint64) []byte {
 	m := &Meta{PageSize: ps, Txid: 42, Steady: 41, HWM: hwm, Root: Ref{ID: minHWM, Txid: 40, Checksum: 0x1234}, RegionPages: RegionPages(ps), FreePages: 3, FirstFreeRegion: 0}
@@ -200,7 +214,8 @@ func fixMetaChecksum(buf []byte) {
 		return
 	}
 	count := uint64(binary.LittleEndian.Uint32(buf[metaOffRegionCount:]))
-	end := uint64(metaFixedSize) + 2*uint64(BitmapLen(count))
+	deltas := uint64(binary.LittleEndian.Uint32(buf[metaOffDeltaCount:]))
+	end := uint64(metaFixedSize) + 2*uint64(BitmapLen(count)) + deltas*DeltaRunSize
 	if end > uint64(len(buf)) {
 		return
 	}
@@ -216,6 +231,8 @@ func FuzzDecodeMeta(f *testing.F) {
 	f.Add(sampleMeta(1024, RegionPages(1024)*20+3), uint8(0), true)
 	f.Add(sampleMeta(65536, 4), uint8(1), true)
 	f.Add([]byte("not a meta page at all"), uint8(0), false)
+	f.Add(sampleDeltaMeta(1024, 5000), uint8(1), false)
+	f.Add(sampleDeltaMeta(4096, 100000), uint8(0), true)
 	f.Fuzz(func(t *testing.T, buf []byte, idSel uint8, fix bool) {
 		id := ID(idSel % 2)
 		if fix {
@@ -252,8 +269,17 @@ func FuzzDecodeMeta(f *testing.F) {
 		if ml > m.PageSize || len(m.Selector) != BitmapLen(count) || len(m.Changed) != BitmapLen(count) {
 			t.Fatalf("accepted meta with %d-byte bitmaps, metaLen %d, page %d", len(m.Selector), ml, m.PageSize)
 		}
+		if err := CheckDelta(m.Delta, m.PageSize, m.HWM, m.Changed); err != nil || len(m.Delta) > MaxDeltaRuns(m.PageSize, count) {
+			t.Fatalf("accepted a bad delta (%d runs): %v", len(m.Delta), err)
+		}
 		enc := make([]byte, m.PageSize)
 		EncodeMeta(enc, m)
+		if binary.LittleEndian.Uint32(buf[metaOffVersion:]) == 1 {
+			// A format-1 meta is read as format 2 and written as such.
+			buf = bytes.Clone(buf)
+			binary.LittleEndian.PutUint32(buf[metaOffVersion:], FormatVersion)
+			fixMetaChecksum(buf)
+		}
 		if !bytes.Equal(enc[:ml], buf[:ml]) {
 			for i := 0; i < ml; i++ {
 				if enc[i] != buf[i] {
@@ -392,5 +418,75 @@ func TestDecodeMetaRejectsOverflowingHWM(t *testing.T) {
 }
 
 // metaReservedOff is where the meta's reserved, always-zero bytes start
-// (docs/design.md §2.2: 44 bytes at offset 84).
-const metaReservedOff = 84
+// (docs/design.md §2.2: 40 bytes at offset 88).
+const metaReservedOff = 88
+
+func TestMetaDeltaRoundTrip(t *testing.T) {
+	buf := sampleDeltaMeta(4096, 100000)
+	m, err := DecodeMeta(1, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []DeltaRun{{ID: minHWM, N: 1, Free: true}, {ID: minHWM + 2, N: 3}}
+	if !reflect.DeepEqual(m.Delta, want) {
+		t.Fatalf("delta %+v, want %+v", m.Delta, want)
+	}
+	if got := binary.LittleEndian.Uint32(buf[metaOffVersion:]); got != FormatVersion {
+		t.Fatalf("encoded version %d", got)
+	}
+}
+
+// A format-1 meta (no delta; its delta count field was reserved) still
+// opens.
+func TestDecodeMetaReadsFormat1(t *testing.T) {
+	buf := forgeMeta(1024, func(b []byte) { binary.LittleEndian.PutUint32(b[metaOffVersion:], 1) })
+	m, err := DecodeMeta(0, buf)
+	if err != nil {
+		t.Fatalf("format-1 meta rejected: %v", err)
+	}
+	if len(m.Delta) != 0 {
+		t.Fatalf("format-1 meta has a delta: %+v", m.Delta)
+	}
+	buf = forgeMeta(1024, func(b []byte) { binary.LittleEndian.PutUint32(b[metaOffVersion:], FormatVersion+1) })
+	if _, err := DecodeMeta(0, buf); !errors.Is(err, rerrors.ErrVersionMismatch) {
+		t.Fatalf("newer format: %v, want ErrVersionMismatch", err)
+	}
+}
+
+// Every structural rule of the delta is enforced, with a CorruptError.
+func TestDecodeMetaRejectsBadDelta(t *testing.T) {
+	const ps = 1024
+	rp := RegionPages(ps)
+	hwm := rp + 500 // two regions; region 1 is the changed one in sampleMeta
+	for name, delta := range map[string][]DeltaRun{
+		"empty run":            {{ID: 10, N: 0}},
+		"past the HWM":         {{ID: hwm - 2, N: 3}},
+		"overlap":              {{ID: 10, N: 5}, {ID: 12, N: 1}},
+		"out of order":         {{ID: 20, N: 1}, {ID: 10, N: 1}},
+		"covers a meta":        {{ID: 1, N: 2}},
+		"covers a map slot":    {{ID: 3, N: 2}},
+		"crosses a region":     {{ID: rp - 2, N: 4}},
+		"in a changed region":  {{ID: rp + 10, N: 1}},
+		"covers region 1 slot": {{ID: rp, N: 1}},
+	} {
+		buf := sampleMeta(ps, hwm)
+		m, err := DecodeMeta(0, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Delta = delta
+		EncodeMeta(buf, m)
+		if _, err := DecodeMeta(0, buf); err == nil {
+			t.Errorf("%s: accepted delta %+v", name, delta)
+		} else {
+			wantCorrupt(t, "DecodeMeta "+name, err, 0)
+		}
+	}
+	// A count larger than the page has room for.
+	buf := forgeMeta(ps, func(b []byte) { binary.LittleEndian.PutUint32(b[metaOffDeltaCount:], 1000) })
+	if _, err := DecodeMeta(0, buf); err == nil {
+		t.Error("accepted a delta count past the page")
+	} else {
+		wantCorrupt(t, "DecodeMeta count", err, 0)
+	}
+}

@@ -2,6 +2,7 @@ package page
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	rerrors "github.com/rivetkv/rivet/errors"
 )
@@ -23,6 +24,8 @@ const (
 	metaOffFlags        = 68
 	metaOffFreePages    = 72
 	metaOffFirstFree    = 80
+	metaOffDeltaCount   = 84 // format 2; reserved (zero) in format 1
+	metaOffReserved     = 88
 	metaFixedSize       = 128
 	minHWM              = 4 // two metas and region 0's two map slots
 	maxBitmapRegionsPer = 4 // regions per byte pair: (pageSize-128)*8/2 = (pageSize-128)*4
@@ -54,6 +57,39 @@ type Meta struct {
 	FirstFreeRegion uint32
 	Selector        []byte // bit r set: region r's current map is slot B
 	Changed         []byte // bit r set: region r's map was written by this sync point
+	// Delta lists the pages whose state differs from what the selected
+	// region maps say (docs/design.md §2.2, §4): the free set of this state
+	// is the selected maps with these runs applied. Ascending, disjoint,
+	// each inside one region's data pages below the HWM, none in a region
+	// this sync point wrote.
+	Delta []DeltaRun
+}
+
+// DeltaRun is one entry of a meta's free-space delta: pages [ID, ID+N) are
+// free (Free) or in use (!Free) in the meta's state, whatever the region map
+// named by its selector says.
+type DeltaRun struct {
+	ID   ID
+	N    uint64
+	Free bool
+}
+
+// DeltaRunSize is the encoded size of a DeltaRun: pgid (8 bytes), then a
+// uint32 whose bit 31 is Free and whose low 31 bits are N.
+const DeltaRunSize = 12
+
+// maxDeltaRunPages is the longest run one entry can hold (31 bits).
+const maxDeltaRunPages = 1<<31 - 1
+
+// MaxDeltaRuns returns how many delta runs fit in a meta page of pageSize
+// whose state has regions regions, after the fixed part and the two
+// bitmaps.
+func MaxDeltaRuns(pageSize int, regions uint64) int {
+	room := pageSize - metaFixedSize - 2*BitmapLen(regions)
+	if room < 0 {
+		return 0
+	}
+	return room / DeltaRunSize
 }
 
 // RegionCount returns the number of regions covering pages [0, HWM).
@@ -68,7 +104,9 @@ func MaxRegions(pageSize int) uint64 { return uint64(pageSize-metaFixedSize) * m
 func BitmapLen(n uint64) int { return int((n + 7) / 8) }
 
 // EncodeMeta writes m into buf (len(buf) == m.PageSize), zeroing the rest.
-// The selector and changed bitmaps must be BitmapLen(m.RegionCount()) long.
+// The selector and changed bitmaps must be BitmapLen(m.RegionCount()) long,
+// and m.Delta must hold at most MaxDeltaRuns runs, each of at most 2^31-1
+// pages (the spacemap never builds more; a longer delta would overrun buf).
 func EncodeMeta(buf []byte, m *Meta) {
 	clear(buf)
 	le := binary.LittleEndian
@@ -90,6 +128,16 @@ func EncodeMeta(buf []byte, m *Meta) {
 	copy(buf[metaFixedSize:metaFixedSize+bl], m.Selector)
 	copy(buf[metaFixedSize+bl:metaFixedSize+2*bl], m.Changed)
 	end := metaFixedSize + 2*bl
+	le.PutUint32(buf[metaOffDeltaCount:], uint32(len(m.Delta)))
+	for _, d := range m.Delta {
+		le.PutUint64(buf[end:], d.ID)
+		v := uint32(d.N)
+		if d.Free {
+			v |= 1 << 31
+		}
+		le.PutUint32(buf[end+8:], v)
+		end += DeltaRunSize
+	}
 	le.PutUint32(buf[metaOffChecksum:], ChecksumSkipping(buf[:end], metaOffChecksum))
 }
 
@@ -126,7 +174,11 @@ func DecodeMeta(id ID, buf []byte) (*Meta, error) {
 	if le.Uint32(buf[metaOffMagic:]) != Magic {
 		return nil, rerrors.ErrInvalid
 	}
-	if v := le.Uint32(buf[metaOffVersion:]); v != FormatVersion {
+	// Format 1 is format 2 without a delta: its delta count field was
+	// reserved and zero, so the same decoding reads it. It is upgraded by
+	// the first sync point, which writes a format-2 meta.
+	version := le.Uint32(buf[metaOffVersion:])
+	if version != FormatVersion && version != 1 {
 		return nil, rerrors.ErrVersionMismatch
 	}
 	ps := int(le.Uint32(buf[metaOffPageSize:]))
@@ -158,6 +210,12 @@ func DecodeMeta(id ID, buf []byte) (*Meta, error) {
 	if end > ps {
 		return nil, Corruptf(id, "meta bitmaps overrun the page")
 	}
+	deltas := uint64(le.Uint32(buf[metaOffDeltaCount:]))
+	if deltas > uint64(MaxDeltaRuns(ps, count)) {
+		return nil, Corruptf(id, "meta delta of %d runs overruns the page (room for %d)", deltas, MaxDeltaRuns(ps, count))
+	}
+	bitmapsEnd := end
+	end += int(deltas) * DeltaRunSize
 	if got, want := le.Uint32(buf[metaOffChecksum:]), ChecksumSkipping(buf[:end], metaOffChecksum); got != want {
 		return nil, Corruptf(id, "meta checksum %08x, computed %08x", got, want)
 	}
@@ -166,7 +224,7 @@ func DecodeMeta(id ID, buf []byte) (*Meta, error) {
 	if f := le.Uint32(buf[metaOffFlags:]); f != 0 {
 		return nil, Corruptf(id, "meta flags %#x, want 0", f)
 	}
-	if !IsZeroPage(buf[metaOffFirstFree+4 : metaFixedSize]) {
+	if !IsZeroPage(buf[metaOffReserved:metaFixedSize]) {
 		return nil, Corruptf(id, "meta reserved bytes are not zero")
 	}
 	if m.HWM > MaxRegions(ps)*RegionPages(ps) {
@@ -188,8 +246,52 @@ func DecodeMeta(id ID, buf []byte) (*Meta, error) {
 		return nil, Corruptf(id, "meta root written by txn %d after the meta's txn %d", m.Root.Txid, m.Txid)
 	}
 	m.Selector = append([]byte(nil), buf[metaFixedSize:metaFixedSize+bl]...)
-	m.Changed = append([]byte(nil), buf[metaFixedSize+bl:end]...)
+	m.Changed = append([]byte(nil), buf[metaFixedSize+bl:bitmapsEnd]...)
+	if deltas > 0 {
+		m.Delta = make([]DeltaRun, deltas)
+		for i := range m.Delta {
+			off := bitmapsEnd + i*DeltaRunSize
+			v := le.Uint32(buf[off+8:])
+			m.Delta[i] = DeltaRun{ID: le.Uint64(buf[off:]), N: uint64(v &^ (1 << 31)), Free: v>>31 != 0}
+		}
+		if err := CheckDelta(m.Delta, ps, m.HWM, m.Changed); err != nil {
+			return nil, Corruptf(id, "meta delta: %v", err)
+		}
+	}
 	return m, nil
+}
+
+// CheckDelta validates the structure of a meta's delta (see Meta.Delta)
+// for a state with high-water mark hwm whose sync point wrote the regions
+// set in changed. It says nothing about whether each run agrees with the
+// region maps; the spacemap checks that when it loads a region.
+func CheckDelta(delta []DeltaRun, pageSize int, hwm uint64, changed []byte) error {
+	rp := RegionPages(pageSize)
+	var prevEnd uint64
+	for i, d := range delta {
+		if d.N == 0 || d.N > maxDeltaRunPages {
+			return fmt.Errorf("run %d at page %d has length %d", i, d.ID, d.N)
+		}
+		end := d.ID + d.N
+		if end < d.ID || end > hwm {
+			return fmt.Errorf("run %d (%d+%d) reaches past the high-water mark %d", i, d.ID, d.N, hwm)
+		}
+		if i > 0 && d.ID < prevEnd {
+			return fmt.Errorf("run %d at page %d is out of order or overlaps the previous run", i, d.ID)
+		}
+		r := d.ID / rp
+		if (end-1)/rp != r {
+			return fmt.Errorf("run %d (%d+%d) crosses the end of region %d", i, d.ID, d.N, r)
+		}
+		if d.ID < RegionFirstData(pageSize, r) {
+			return fmt.Errorf("run %d (%d+%d) covers a meta or map slot of region %d", i, d.ID, d.N, r)
+		}
+		if BitmapGet(changed, r) {
+			return fmt.Errorf("run %d (%d+%d) is in region %d, whose map this sync point wrote", i, d.ID, d.N, r)
+		}
+		prevEnd = end
+	}
+	return nil
 }
 
 // BitmapGet reports whether bit i of bitmap b is set (LSB first).

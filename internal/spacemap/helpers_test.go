@@ -48,6 +48,7 @@ type metaState struct {
 	sel       []byte
 	firstFree uint32
 	freePages uint64
+	delta     []page.DeltaRun
 }
 
 func (ms metaState) config(ps int, d *fakeDisk, maxPages uint64) Config {
@@ -58,13 +59,32 @@ func (ms metaState) config(ps int, d *fakeDisk, maxPages uint64) Config {
 		Selector:        slices.Clone(ms.sel),
 		FirstFreeRegion: ms.firstFree,
 		FreePages:       ms.freePages,
+		Delta:           slices.Clone(ms.delta),
 		MaxPages:        maxPages,
 		Loader:          d,
 	}
 }
 
 func metaOf(img SyncImage) metaState {
-	return metaState{hwm: img.HWM, txid: img.Txid, sel: slices.Clone(img.Selector), firstFree: img.FirstFreeRegion, freePages: img.FreePages}
+	return metaState{hwm: img.HWM, txid: img.Txid, sel: slices.Clone(img.Selector), firstFree: img.FirstFreeRegion, freePages: img.FreePages, delta: slices.Clone(img.Delta)}
+}
+
+// withDelta returns free (region r's map bits) with the delta runs that lie
+// in region r applied: the region's free set in the meta's state.
+func withDelta(free []uint64, delta []page.DeltaRun, r uint64) []uint64 {
+	out := slices.Clone(free)
+	rp := page.RegionPages(tps)
+	for _, d := range delta {
+		if d.ID/rp != r {
+			continue
+		}
+		if d.Free {
+			setRange(out, d.ID-r*rp, d.N)
+		} else {
+			clearRange(out, d.ID-r*rp, d.N)
+		}
+	}
+	return out
 }
 
 // check verifies the Map's internal invariants; it is what every test runs
@@ -112,6 +132,15 @@ func (m *Map) check() error {
 		}
 		if reg.dirty != (m.dirty[r] == reg) {
 			return fmt.Errorf("region %d: dirty flag %v disagrees with the dirty set", r, reg.dirty)
+		}
+		if reg.disk == nil && !reg.dirty {
+			return fmt.Errorf("region %d: no map on disk, but clean", r)
+		}
+		if reg.disk != nil && !reg.dirty && !slices.Equal(reg.disk, reg.free) {
+			return fmt.Errorf("region %d: clean, but its free set differs from its map on disk", r)
+		}
+		if _, ok := m.diskDelta[r]; ok {
+			return fmt.Errorf("region %d: loaded, but its open-time delta runs are still kept", r)
 		}
 		if reg.txFreed != nil {
 			for i := range reg.txFreed {

@@ -218,7 +218,10 @@ type harness struct {
 	metaModel *model
 	lastTxid  uint64
 	steady    uint64
-	stats     struct{ allocs, maxed, frees, badFrees, commits, rollbacks, syncs, failedSyncs, reopens, loads uint64 }
+	stats     struct {
+		allocs, maxed, frees, badFrees, commits, rollbacks, syncs, failedSyncs, reopens, loads, mapsWritten uint64
+		deltaRuns                                                                                           int
+	}
 }
 
 func modelSeed() uint64 {
@@ -257,7 +260,7 @@ func TestModel(t *testing.T) {
 	}
 	h.stats.loads += h.m.Stats().RegionLoads
 	t.Logf("%+v", h.stats)
-	if h.stats.syncs == 0 || h.stats.reopens == 0 || h.stats.maxed == 0 || h.stats.badFrees == 0 {
+	if h.stats.syncs == 0 || h.stats.reopens == 0 || h.stats.maxed == 0 || h.stats.badFrees == 0 || h.stats.mapsWritten == 0 || h.stats.deltaRuns == 0 {
 		t.Fatalf("the run missed a path: %+v", h.stats)
 	}
 }
@@ -577,6 +580,12 @@ func (h *harness) checkImage(img SyncImage) {
 		}
 		pages[p.ID] = p.Data
 	}
+	if err := page.CheckDelta(img.Delta, tps, img.HWM, img.Changed); err != nil {
+		h.fatalf("image delta: %v", err)
+	}
+	if len(img.Delta) > page.MaxDeltaRuns(tps, count) {
+		h.fatalf("image delta has %d runs, the meta holds %d", len(img.Delta), page.MaxDeltaRuns(tps, count))
+	}
 	metaCount := uint64(0)
 	if h.meta.hwm > 0 {
 		metaCount = (h.meta.hwm + tR - 1) / tR
@@ -587,13 +596,23 @@ func (h *harness) checkImage(img SyncImage) {
 			h.fatalf("region %d: selector %d, steady %d, changed %d", r, nb, old, changed)
 		}
 		want := h.md.regionFree(r)
-		differs := r >= metaCount || !slices.Equal(want, h.metaModel.regionFree(r))
-		if differs && changed == 0 {
-			h.fatalf("region %d changed since the last sync point but is not written", r)
-		}
 		if changed == 0 {
+			// Not written: the steady map plus the image's delta must give
+			// the model's free set.
+			if r >= metaCount {
+				h.fatalf("region %d has no map on disk but is not written", r)
+			}
+			slot := page.MapSlot(tps, r, nb)
+			_, free, err := page.DecodeRegionMap(h.d.pages[slot], tps, slot)
+			if err != nil {
+				h.fatalf("region %d: steady map: %v", r, err)
+			}
+			if got := withDelta(free, img.Delta, r); !slices.Equal(got, want) {
+				h.fatalf("region %d not written: map+delta free %v, model %v", r, onesIn(got), onesIn(want))
+			}
 			continue
 		}
+		h.stats.mapsWritten++
 		slot := page.MapSlot(tps, r, nb)
 		data, ok := pages[slot]
 		if !ok {
@@ -608,6 +627,7 @@ func (h *harness) checkImage(img SyncImage) {
 	if len(pages) != 0 {
 		h.fatalf("image has %d pages for unchanged regions", len(pages))
 	}
+	h.stats.deltaRuns += len(img.Delta)
 	for r := uint64(0); r < uint64(img.FirstFreeRegion); r++ {
 		if popcount(h.md.regionFree(r)) != 0 {
 			h.fatalf("FirstFreeRegion %d but region %d has free pages", img.FirstFreeRegion, r)
@@ -627,6 +647,7 @@ func (h *harness) checkDurable() {
 		if err != nil || txid > h.meta.txid {
 			h.fatalf("durable map of region %d: txid %d, %v", r, txid, err)
 		}
+		free = withDelta(free, h.meta.delta, r)
 		if want := h.metaModel.regionFree(r); !slices.Equal(free, want) {
 			h.fatalf("durable map of region %d: free %v, model %v", r, onesIn(free), onesIn(want))
 		}
@@ -640,7 +661,11 @@ func (h *harness) reopen() {
 	if h.m != nil {
 		h.stats.loads += h.m.Stats().RegionLoads
 	}
-	m, err := New(h.meta.config(tps, h.d, h.maxPages))
+	cfg := h.meta.config(tps, h.d, h.maxPages)
+	// The delta's size limit: none (every change written as maps, format
+	// 1's behaviour), tiny (overflows often), or the page's room.
+	cfg.MaxDeltaRuns = []int{-1, 1, 3, 0}[h.rng.IntN(4)]
+	m, err := New(cfg)
 	if err != nil {
 		h.fatalf("reopen: %v", err)
 	}

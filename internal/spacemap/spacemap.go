@@ -30,6 +30,8 @@ package spacemap
 import (
 	"cmp"
 	"fmt"
+	"maps"
+	"math/bits"
 	"slices"
 
 	rerrors "github.com/rivetkv/rivet/errors"
@@ -70,6 +72,16 @@ type Config struct {
 	// MaxPages bounds the HWM; 0 means unlimited. An allocation that would
 	// move the HWM past it fails with errors.ErrMaxSizeReached.
 	MaxPages uint64
+	// Delta is the meta's free-space delta: runs whose state differs from
+	// the selected maps (page.Meta.Delta). It is applied to a region when
+	// the region is loaded.
+	Delta []page.DeltaRun
+	// MaxDeltaRuns bounds the delta a sync point may put in its meta
+	// instead of writing region maps: 0 means as many runs as the meta page
+	// has room for (page.MaxDeltaRuns), a negative value means none, so
+	// every region that changed gets its map written (tests use it to
+	// exercise both paths).
+	MaxDeltaRuns int
 	// Loader reads region maps. It may be nil only when HWM is 0.
 	Loader Loader
 }
@@ -82,9 +94,16 @@ type MapPage struct {
 	Data []byte
 }
 
-// SyncImage is what a sync point writes for the free-space maps: the map
-// pages of every region whose free set changed since the last sync point,
-// and the meta fields that describe them.
+// SyncImage is what a sync point writes for the free-space maps: the meta
+// fields that describe the free set of the state being synced, and the map
+// pages of the regions whose changes are not carried in the meta's delta.
+//
+// A region whose free set differs from its map on disk is either written
+// (a page in Pages, its bit in Changed) or described by runs in Delta.
+// When the differences of all such regions fit in the meta (MaxDeltaRuns),
+// only regions with no map on disk yet are written: a one-key commit then
+// writes no map page at all. Otherwise every differing region is written
+// and Delta keeps only the runs of regions not loaded since open.
 type SyncImage struct {
 	// Txid is the sync point's txid, stored in every page of Pages.
 	Txid uint64
@@ -106,10 +125,24 @@ type SyncImage struct {
 	FirstFreeRegion uint32
 	// FreePages is the number of free pages in the state (pending included).
 	FreePages uint64
+	// Delta is the meta's free-space delta (page.Meta.Delta), ascending.
+	Delta []page.DeltaRun
 
 	// gen is the Map's change generation when the image was taken; SyncDone
 	// leaves regions changed after it dirty.
 	gen uint64
+	// written holds, for each region in Pages, the free bitmap the page
+	// encodes: it becomes the region's disk bitmap at SyncDone.
+	written []writtenMap
+	// same lists the dirty regions whose free bitmap equalled their map on
+	// disk when the image was taken: SyncDone may mark them clean.
+	same []uint64
+}
+
+// writtenMap is one region map a SyncImage writes.
+type writtenMap struct {
+	r    uint64
+	bits []uint64
 }
 
 // Stats describes the Map's current state.
@@ -128,8 +161,13 @@ type Stats struct {
 	AllocatablePages uint64
 	// LoadedRegions is the number of regions held in memory.
 	LoadedRegions int
-	// DirtyRegions is the number of regions the next sync point will write.
+	// DirtyRegions is the number of regions whose free set may differ from
+	// their map on disk: the next sync point writes them or carries their
+	// differences in the meta's delta.
 	DirtyRegions int
+	// DeltaRuns is the number of runs the last sync point put in its meta's
+	// delta instead of writing region maps.
+	DeltaRuns int
 	// RegionLoads counts map pages read through the Loader.
 	RegionLoads uint64
 }
@@ -161,6 +199,11 @@ type batch struct {
 
 // region is a loaded (or created) region.
 //
+// Invariant: disk is the bitmap of the map the steady selector names (nil
+// for a region created since the last sync point, which has none), and
+// !dirty implies free == disk. The steady state's free set of the region is
+// disk with the steady meta's delta runs applied.
+//
 // Invariants: nfree == popcount(free), nalloc == popcount(alloc),
 // alloc ⊆ free, no set bit below reserved or at/above the HWM; no word below
 // allocHint has a set alloc bit; if noFit != 0, alloc holds no run of noFit
@@ -169,6 +212,7 @@ type region struct {
 	idx    uint64
 	free   []uint64
 	alloc  []uint64
+	disk   []uint64
 	nfree  uint64
 	nalloc uint64
 	// allocHint is the lowest word that may have an allocatable bit.
@@ -176,8 +220,8 @@ type region struct {
 	// noFit caches a failed search: 0 = unknown. It is reset whenever a
 	// bit is added to alloc, and stays valid while bits are only removed.
 	noFit uint64
-	// dirty is set when free changed since the last completed sync point;
-	// dirtyGen is the Map's generation at the latest change.
+	// dirty is set when free may differ from disk; dirtyGen is the Map's
+	// generation at the latest change.
 	dirty    bool
 	dirtyGen uint64
 	// txFreed holds the current transaction's frees in this region (nil
@@ -208,6 +252,8 @@ type Map struct {
 	maxPages   uint64
 	maxRegions uint64
 	loader     Loader
+	// maxDelta bounds the runs of a meta's delta; -1 disables it.
+	maxDelta int
 
 	// What the file held at open. Regions below diskRegions that are not
 	// loaded still have exactly these properties, because a region is only
@@ -216,6 +262,13 @@ type Map struct {
 	diskTxid    uint64
 	diskRegions uint64
 	diskHint    uint64
+	// diskDelta holds the open meta's delta runs of regions not loaded
+	// since open, by region. Every sync point repeats them, since the map
+	// the selector names does not include them. Invariant: they fit the
+	// meta of the current region count (see allocateAtHWM).
+	diskDelta map[uint64][]page.DeltaRun
+	// lastDeltaRuns is the length of the newest image's delta (Stats).
+	lastDeltaRuns int
 
 	hwm     uint64
 	regions map[uint64]*region
@@ -271,12 +324,16 @@ func New(cfg Config) (*Map, error) {
 		regions:    make(map[uint64]*region),
 		dirty:      make(map[uint64]*region),
 		freePages:  cfg.FreePages,
+		maxDelta:   cfg.MaxDeltaRuns,
+	}
+	if m.maxDelta < 0 {
+		m.maxDelta = -1
 	}
 	if cfg.HWM == 0 {
 		// A fresh file: region 0 exists from the start, with its map slots
 		// and the metas in use and nothing free.
-		if len(cfg.Selector) != 0 || cfg.FirstFreeRegion != 0 || cfg.FreePages != 0 {
-			return nil, corruptMeta("empty state with a selector, a free-region hint or free pages")
+		if len(cfg.Selector) != 0 || cfg.FirstFreeRegion != 0 || cfg.FreePages != 0 || len(cfg.Delta) != 0 {
+			return nil, corruptMeta("empty state with a selector, a free-region hint, free pages or a delta")
 		}
 		m.createRegion(0)
 		m.hwm = page.RegionFirstData(ps, 0)
@@ -304,6 +361,19 @@ func New(cfg Config) (*Map, error) {
 	}
 	if cfg.Loader == nil {
 		return nil, fmt.Errorf("spacemap: a Loader is required for a non-empty state")
+	}
+	if len(cfg.Delta) > page.MaxDeltaRuns(ps, regions) {
+		return nil, corruptMeta("delta of %d runs, a meta holds at most %d", len(cfg.Delta), page.MaxDeltaRuns(ps, regions))
+	}
+	if err := page.CheckDelta(cfg.Delta, ps, cfg.HWM, nil); err != nil {
+		return nil, corruptMeta("delta: %v", err)
+	}
+	if len(cfg.Delta) > 0 {
+		m.diskDelta = make(map[uint64][]page.DeltaRun)
+		for _, d := range cfg.Delta {
+			r := d.ID / rp
+			m.diskDelta[r] = append(m.diskDelta[r], d)
+		}
 	}
 	m.steadySel = slices.Clone(cfg.Selector)
 	m.diskRegions = regions
@@ -369,6 +439,23 @@ func (m *Map) load(r uint64) (*region, error) {
 		return nil, page.Corruptf(slot, "region map written by txn %d, after the state's txn %d", txid, m.diskTxid)
 	}
 	base := r * m.rp
+	disk := slices.Clone(free)
+	for _, d := range m.diskDelta[r] {
+		// Every run must change every page it covers: the encoder only
+		// records differences, so anything else is not a state rivet wrote.
+		start := d.ID - base
+		if d.Free {
+			if c := countRange(free, start, d.N); c != 0 {
+				return nil, page.Corruptf(d.ID, "meta delta frees pages %d+%d, but region map %d already has %d of them free", d.ID, d.N, slot, c)
+			}
+			setRange(free, start, d.N)
+		} else {
+			if c := countRange(free, start, d.N); c != d.N {
+				return nil, page.Corruptf(d.ID, "meta delta marks pages %d+%d used, but region map %d has only %d of them free", d.ID, d.N, slot, c)
+			}
+			clearRange(free, start, d.N)
+		}
+	}
 	if end := base + m.rp; end > m.diskHWM {
 		// r is the last region at open; New rejected an HWM inside its map
 		// slots, so from lies past them.
@@ -398,11 +485,22 @@ func (m *Map) load(r uint64) (*region, error) {
 		idx:    r,
 		free:   free,
 		alloc:  slices.Clone(free),
+		disk:   disk,
 		nfree:  nfree,
 		nalloc: nfree,
 	}
 	reg.allocHint = firstNonZeroWord(reg.alloc, 0)
 	m.regions[r] = reg
+	if _, ok := m.diskDelta[r]; ok {
+		// free != disk: the region differs from its map, and from now on
+		// its runs are derived from the bitmaps, not repeated verbatim. Not
+		// through markDirty: a Rollback of the transaction that loaded it
+		// must not make it clean, since free was never equal to disk.
+		delete(m.diskDelta, r)
+		reg.dirty = true
+		reg.dirtyGen = m.gen
+		m.dirty[r] = reg
+	}
 	return reg, nil
 }
 
@@ -570,6 +668,17 @@ func (m *Map) allocateAtHWM(n uint64) (page.ID, error) {
 	}
 	if r >= m.maxRegions {
 		return 0, fmt.Errorf("spacemap: allocating %d pages needs region %d, a meta holds %d: %w", n, r, m.maxRegions, rerrors.ErrMaxSizeReached)
+	}
+	if fresh && len(m.diskDelta) > 0 {
+		// One more region makes the meta's bitmaps longer and its delta
+		// room smaller; the runs repeated from the open meta might no
+		// longer fit. Loading their regions turns them into ordinary
+		// differences, which a sync point may write as maps instead.
+		for _, dr := range slices.Sorted(maps.Keys(m.diskDelta)) {
+			if _, err := m.load(dr); err != nil {
+				return 0, err
+			}
+		}
 	}
 	if last != nil {
 		// The tail of the old last region was above the HWM (all clear) and
@@ -774,11 +883,13 @@ func (m *Map) Release(steady, oldestReader uint64) {
 }
 
 // PrepareSync builds the map pages and meta fields of a sync point at txid,
-// which must follow Commit (not inside a transaction). Each dirty region's
-// map goes to the slot the steady selector does not name; regions with no
-// map on disk yet count as slot A, so their first map goes to slot B. The
-// Map does not change until SyncDone; transactions may run in between, but
-// not a second PrepareSync (one sync point in flight at a time).
+// which must follow Commit (not inside a transaction). Each region written
+// goes to the slot the steady selector does not name; regions with no map
+// on disk yet count as slot A, so their first map goes to slot B. Which
+// regions are written and which go into the delta is described at
+// SyncImage. The Map does not change until SyncDone; transactions may run
+// in between, but not a second PrepareSync (one sync point in flight at a
+// time).
 func (m *Map) PrepareSync(txid uint64) SyncImage {
 	if m.tx.active {
 		panic("spacemap: PrepareSync inside a transaction")
@@ -800,16 +911,68 @@ func (m *Map) PrepareSync(txid uint64) SyncImage {
 	// The region count never shrinks below the steady one (Rollback only
 	// returns to a count at least as large), so the copy keeps every bit.
 	copy(img.Selector, m.steadySel)
-	idx := make([]uint64, 0, len(m.dirty))
+
+	// Sort the regions that may differ from disk into those that must be
+	// written (no map yet), those that turned out not to differ, and those
+	// whose differences could go into the delta.
+	idx := make([]uint64, 0, len(m.dirty)+len(m.diskDelta))
 	for r := range m.dirty {
 		idx = append(idx, r)
 	}
+	for r := range m.diskDelta {
+		idx = append(idx, r)
+	}
 	slices.Sort(idx)
+	limit := m.maxDelta
+	if limit == 0 || limit > page.MaxDeltaRuns(m.pageSize, count) {
+		limit = page.MaxDeltaRuns(m.pageSize, count)
+	}
+	var delta []page.DeltaRun
+	write := make([]uint64, 0, len(idx))
+	fits := limit > 0
 	for _, r := range idx {
+		if dd, ok := m.diskDelta[r]; ok {
+			delta = append(delta, dd...)
+			continue
+		}
+		reg := m.regions[r]
+		if reg.disk == nil {
+			write = append(write, r)
+			continue
+		}
+		before := len(delta)
+		if fits {
+			delta = appendDiffRuns(delta, reg.free, reg.disk, r*m.rp, limit+1)
+			fits = len(delta) <= limit
+		}
+		if fits && len(delta) == before {
+			img.same = append(img.same, r)
+		}
+	}
+	if !fits {
+		// Too many differences for the meta: write every differing region
+		// and keep only the runs of unloaded regions, which fit (invariant
+		// of diskDelta).
+		delta = delta[:0]
+		write = write[:0]
+		for _, r := range idx {
+			if dd, ok := m.diskDelta[r]; ok {
+				delta = append(delta, dd...)
+			} else {
+				write = append(write, r)
+			}
+		}
+		img.same = nil
+	}
+	img.Delta = delta
+	m.lastDeltaRuns = len(delta)
+	for _, r := range write {
 		slot := page.MapSlot(m.pageSize, r, 1-selBit(m.steadySel, r))
 		buf := make([]byte, m.pageSize)
-		page.EncodeRegionMap(buf, m.pageSize, slot, txid, m.regions[r].free)
+		free := m.regions[r].free
+		page.EncodeRegionMap(buf, m.pageSize, slot, txid, free)
 		img.Pages = append(img.Pages, MapPage{ID: slot, Data: buf})
+		img.written = append(img.written, writtenMap{r: r, bits: slices.Clone(free)})
 		flipBit(img.Selector, r)
 		setBit(img.Changed, r)
 	}
@@ -828,19 +991,75 @@ func (m *Map) PrepareSync(txid uint64) SyncImage {
 	return img
 }
 
+// appendDiffRuns appends to delta the runs of region pages (numbered from
+// base) whose bit in free differs from disk, with their state in free. It
+// stops once delta holds stop runs, since the caller then gives up on the
+// delta anyway.
+func appendDiffRuns(delta []page.DeltaRun, free, disk []uint64, base uint64, stop int) []page.DeltaRun {
+	for i := 0; i < len(free); i++ {
+		if free[i] == disk[i] {
+			continue
+		}
+		// A run may continue across words: extend the last run when it
+		// ends exactly here with the same state.
+		diff := free[i] ^ disk[i]
+		for diff != 0 {
+			b := uint64(bits.TrailingZeros64(diff))
+			state := free[i]>>b&1 != 0
+			// The run of equal differences starting at bit b.
+			var same uint64
+			if state {
+				same = diff & free[i] >> b
+			} else {
+				same = diff &^ free[i] >> b
+			}
+			n := uint64(bits.TrailingZeros64(^same))
+			id := base + uint64(i)*64 + b
+			if k := len(delta); k > 0 && delta[k-1].Free == state && delta[k-1].ID+delta[k-1].N == id {
+				delta[k-1].N += n
+			} else {
+				if len(delta) >= stop {
+					return delta
+				}
+				delta = append(delta, page.DeltaRun{ID: id, N: n, Free: state})
+			}
+			if b+n == 64 {
+				diff = 0
+			} else {
+				diff &^= (uint64(1)<<n - 1) << b
+			}
+		}
+	}
+	return delta
+}
+
 // SyncDone records that the sync point of img is durable (its flush
-// returned nil): img's selector becomes the steady one, and regions not
-// changed since PrepareSync are clean. If the flush fails the caller latches
-// the database and discards the Map, so there is nothing to undo.
+// returned nil): img's selector becomes the steady one, the maps it wrote
+// become their regions' disk bitmaps, and regions not changed since
+// PrepareSync whose free set now equals their map are clean. If the flush
+// fails the caller latches the database and discards the Map, so there is
+// nothing to undo.
 func (m *Map) SyncDone(img SyncImage) {
 	m.syncing = false
 	m.steadySel = slices.Clone(img.Selector)
-	for r, reg := range m.dirty {
-		if r < img.RegionCount && img.Changed[r/8]>>(r%8)&1 != 0 && reg.dirtyGen <= img.gen {
-			reg.dirty = false
-			delete(m.dirty, r)
+	for _, w := range img.written {
+		reg := m.regions[w.r]
+		reg.disk = w.bits
+		if reg.dirtyGen <= img.gen {
+			m.markClean(reg)
 		}
 	}
+	for _, r := range img.same {
+		if reg := m.regions[r]; reg.dirtyGen <= img.gen {
+			m.markClean(reg)
+		}
+	}
+}
+
+// markClean records that reg's free bitmap equals its map on disk.
+func (m *Map) markClean(reg *region) {
+	reg.dirty = false
+	delete(m.dirty, reg.idx)
 }
 
 // Stats returns counters describing the Map.
@@ -852,6 +1071,7 @@ func (m *Map) Stats() Stats {
 		PendingPages:  m.pendingPages,
 		LoadedRegions: len(m.regions),
 		DirtyRegions:  len(m.dirty),
+		DeltaRuns:     m.lastDeltaRuns,
 		RegionLoads:   m.loads,
 	}
 	for _, reg := range m.regions {

@@ -68,8 +68,15 @@ func sync(t *testing.T, m *Map, d *fakeDisk, txid uint64) (SyncImage, metaState)
 
 func fresh(t *testing.T) (*Map, *fakeDisk) {
 	t.Helper()
+	return freshWith(t, 0)
+}
+
+// freshWith is fresh with Config.MaxDeltaRuns = maxDelta; -1 makes every
+// sync point write the maps of the regions that changed.
+func freshWith(t *testing.T, maxDelta int) (*Map, *fakeDisk) {
+	t.Helper()
 	d := newFakeDisk(tps)
-	m, err := New(Config{PageSize: tps, Loader: d})
+	m, err := New(Config{PageSize: tps, Loader: d, MaxDeltaRuns: maxDelta})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,7 +584,7 @@ func TestRollback(t *testing.T) {
 }
 
 func TestSyncAlternatesSlots(t *testing.T) {
-	m, d := fresh(t)
+	m, d := freshWith(t, -1)
 	for tx := uint64(1); tx <= 4; tx++ {
 		// Growing the HWM alone changes no map; the free makes region 0
 		// dirty.
@@ -603,7 +610,7 @@ func TestSyncAlternatesSlots(t *testing.T) {
 // (or whose meta never reached the disk) are in slots the durable selector
 // does not name, so reopening at the previous meta never reads them.
 func TestUnfinishedSyncIsIgnored(t *testing.T) {
-	m, d := fresh(t)
+	m, d := freshWith(t, -1)
 	m.Begin(1)
 	mustAllocAt(t, m, 100, 4)
 	m.Commit()
@@ -636,7 +643,7 @@ func TestUnfinishedSyncIsIgnored(t *testing.T) {
 // TestSyncDoneKeepsLaterChanges: a change made between PrepareSync and
 // SyncDone is not in the image, so the region must stay dirty.
 func TestSyncDoneKeepsLaterChanges(t *testing.T) {
-	m, d := fresh(t)
+	m, d := freshWith(t, -1)
 	m.Begin(1)
 	mustAllocAt(t, m, 10, 4)
 	m.Commit()
@@ -940,4 +947,100 @@ func TestFirstFreeRegionHint(t *testing.T) {
 	m3.Begin(6)
 	mustAllocAt(t, m3, 5, 2*tR+10)
 	m3.Commit()
+}
+
+// TestDeltaInsteadOfMaps: once a region has a map on disk, small changes
+// ride in the meta's delta (no map page written), a reopen applies them,
+// and a delta too long for the limit falls back to writing the map.
+func TestDeltaInsteadOfMaps(t *testing.T) {
+	m, d := freshWith(t, 2)
+	m.Begin(1)
+	mustAllocAt(t, m, 100, page.RegionFirstData(tps, 0))
+	m.Commit()
+	if img, _ := sync(t, m, d, 1); len(img.Pages) != 1 || len(img.Delta) != 0 {
+		t.Fatalf("first sync: %d pages, delta %v; want region 0's first map and no delta", len(img.Pages), img.Delta)
+	}
+	m.Begin(2)
+	mustFree(t, m, 10, 3)
+	mustFree(t, m, 20, 1)
+	m.Commit()
+	img, ms := sync(t, m, d, 2)
+	want := []page.DeltaRun{{ID: 10, N: 3, Free: true}, {ID: 20, N: 1, Free: true}}
+	if len(img.Pages) != 0 || !slices.Equal(img.Delta, want) || m.Stats().DeltaRuns != 2 {
+		t.Fatalf("second sync: %d pages, delta %+v; want no page and %+v", len(img.Pages), img.Delta, want)
+	}
+	if m.Stats().DirtyRegions != 1 {
+		t.Fatal("a region described by the delta was marked clean")
+	}
+	m2 := reopen(t, d, ms)
+	if runs := freeRuns(t, m2); !slices.Equal(runs, [][2]uint64{{10, 3}, {20, 1}}) {
+		t.Fatalf("reopened runs %v", runs)
+	}
+	// A third run exceeds the limit of 2: the map is written instead.
+	m.Release(2, math.MaxUint64)
+	m.Begin(3)
+	mustFree(t, m, 30, 1)
+	m.Commit()
+	img, ms = sync(t, m, d, 3)
+	if len(img.Pages) != 1 || len(img.Delta) != 0 || m.Stats().DirtyRegions != 0 {
+		t.Fatalf("third sync: %d pages, delta %+v, %d dirty; want the map, no delta, clean", len(img.Pages), img.Delta, m.Stats().DirtyRegions)
+	}
+	if runs := freeRuns(t, reopen(t, d, ms)); !slices.Equal(runs, [][2]uint64{{10, 3}, {20, 1}, {30, 1}}) {
+		t.Fatalf("reopened runs %v", runs)
+	}
+	// Reusing the freed pages brings the state back to the map: the delta
+	// describes the difference, and an empty difference makes it clean.
+	m.Release(3, math.MaxUint64)
+	m.Begin(4)
+	mustAllocAt(t, m, 3, 10)
+	m.Commit()
+	if img, _ := sync(t, m, d, 4); len(img.Pages) != 0 || !slices.Equal(img.Delta, []page.DeltaRun{{ID: 10, N: 3}}) {
+		t.Fatalf("fourth sync: %d pages, delta %+v", len(img.Pages), img.Delta)
+	}
+	m.Begin(5)
+	mustFree(t, m, 11, 1)
+	m.Commit()
+	sync(t, m, d, 5)
+	m.Release(5, math.MaxUint64)
+	m.Begin(6)
+	mustAllocAt(t, m, 1, 11)
+	m.Commit()
+	sync(t, m, d, 6)
+	m.Release(6, math.MaxUint64)
+	m.Begin(7)
+	mustFree(t, m, 10, 3)
+	m.Commit()
+	if img, _ := sync(t, m, d, 7); len(img.Pages) != 0 || len(img.Delta) != 0 || m.Stats().DirtyRegions != 0 {
+		t.Fatalf("back to the map: %d pages, delta %+v, %d dirty", len(img.Pages), img.Delta, m.Stats().DirtyRegions)
+	}
+}
+
+// TestDeltaDisagreeingWithMapIsCorrupt: a delta run must change every page
+// it covers; one that frees an already free page (or uses a used one) was
+// not written by rivet, and loading the region reports ErrCorrupt.
+func TestDeltaDisagreeingWithMapIsCorrupt(t *testing.T) {
+	m, d := freshWith(t, -1)
+	m.Begin(1)
+	mustAllocAt(t, m, 100, page.RegionFirstData(tps, 0))
+	m.Commit()
+	sync(t, m, d, 1)
+	m.Begin(2)
+	mustFree(t, m, 10, 3)
+	m.Commit()
+	_, ms := sync(t, m, d, 2) // the map has 10..12 free
+	for _, bad := range [][]page.DeltaRun{
+		{{ID: 11, N: 1, Free: true}}, // already free in the map
+		{{ID: 12, N: 2, Free: true}}, // half of it already free
+		{{ID: 50, N: 1}},             // already used in the map
+	} {
+		forged := ms
+		forged.delta = bad
+		m2 := reopen(t, d, forged)
+		m2.Begin(3)
+		_, err := m2.Allocate(1)
+		if !errors.Is(err, rerrors.ErrCorrupt) {
+			t.Fatalf("delta %+v: Allocate = %v, want ErrCorrupt", bad, err)
+		}
+		m2.Rollback()
+	}
 }
