@@ -114,8 +114,9 @@ type Pager struct {
 	maxSize  int64
 	readOnly bool
 
-	// wmu serialises the writer-side calls and Close. It guards scratch and
-	// sorted, and the transitions of cur and closed.
+	// wmu serialises the writer-side calls and Close. It guards scratch (used
+	// only for pages smaller than the OS page, see WriteRuns) and sorted, and
+	// the transitions of cur and closed.
 	wmu     sync.Mutex
 	scratch []byte
 	sorted  []Run
@@ -491,9 +492,16 @@ func (p *Pager) grow(need int64) error {
 // WriteRuns writes page runs. Each run's Data must be a positive multiple of
 // the page size; runs must not overlap. Runs need not be sorted: WriteRuns
 // orders them by page id (in its own buffer; runs is not modified) and writes
-// each group of adjacent runs (one ending where the next begins) with a
-// single WriteAt, copying them into a scratch buffer kept between calls. A
+// each group of adjacent runs (one ending where the next begins) as one
+// contiguous extent (see writeExtent), counted as one write call in Stats. A
 // group is capped at MaxCoalescedWrite bytes unless a single run is larger.
+//
+// Pages at least as large as the OS page are written straight from the
+// runs' buffers: writeExtent cuts an extent at page boundaries anyway, so
+// copying a group into one buffer first would only cost a copy and keep a
+// buffer as large as the largest commit alive. Smaller pages are copied
+// into a scratch buffer so that they reach the file in OS-page-sized writes;
+// that buffer is kept between calls only while it is small (maxKeptScratch).
 //
 // The file is grown (see Grow) to cover every run before anything is
 // written. Errors from the file are returned as they are; after one, some
@@ -548,26 +556,53 @@ func (p *Pager) WriteRuns(runs []Run) error {
 			total += len(sorted[j].Data)
 			j++
 		}
-		buf := first.Data
-		if j > i+1 {
-			if cap(p.scratch) < total {
-				p.scratch = make([]byte, 0, max(total, min(2*cap(p.scratch), MaxCoalescedWrite)))
-			}
-			buf = p.scratch[:0]
-			for _, r := range sorted[i:j] {
-				buf = append(buf, r.Data...)
-			}
-		}
 		off, _ := p.pageOffset(first.ID)
 		p.writeCalls.Add(1)
-		if err := p.writeExtent(buf, off); err != nil {
+		if err := p.writeGroup(sorted[i:j], total, off); err != nil {
 			return err
 		}
 		p.pagesWritten.Add(int64(total) / p.ps)
 		p.bytesWritten.Add(int64(total))
 		i = j
 	}
+	if cap(p.scratch) > maxKeptScratch {
+		p.scratch = nil
+	}
 	return nil
+}
+
+// maxKeptScratch is the largest scratch buffer WriteRuns keeps for the next
+// call. One-key commits need a few pages; a bulk load's megabytes are
+// allocated for that commit and then left to the garbage collector rather
+// than held for the life of the DB.
+const maxKeptScratch = 64 << 10
+
+// writeGroup writes a group of adjacent runs, total bytes starting at byte
+// off, as one extent. The caller holds wmu.
+func (p *Pager) writeGroup(group []Run, total int, off int64) error {
+	if len(group) == 1 {
+		return p.writeExtent(group[0].Data, off)
+	}
+	if p.ps >= osPageSize {
+		// Every pwrite writeExtent issues covers exactly one page, so the
+		// runs can be written one after the other from their own buffers:
+		// the same system calls as for a copy of the whole group.
+		for _, r := range group {
+			if err := p.writeExtent(r.Data, off); err != nil {
+				return err
+			}
+			off += int64(len(r.Data))
+		}
+		return nil
+	}
+	if cap(p.scratch) < total {
+		p.scratch = make([]byte, 0, max(total, min(2*cap(p.scratch), maxKeptScratch)))
+	}
+	buf := p.scratch[:0]
+	for _, r := range group {
+		buf = append(buf, r.Data...)
+	}
+	return p.writeExtent(buf, off)
 }
 
 func cmpRun(a, b Run) int {
