@@ -98,16 +98,19 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 		RegionPages: page.RegionPages(db.pageSize),
 	}
 	start := time.Now()
-	if err := db.pager.Grow(hwm); err != nil {
-		return nil, noWait, db.latch(err)
-	}
+	// EnsureMapped grows the file to the HWM before mapping it.
 	if err := db.pager.EnsureMapped(hwm); err != nil {
 		return nil, noWait, db.latch(err)
 	}
-	runs := make([]pager.Run, len(tx.env.Runs))
-	for i, r := range tx.env.Runs {
-		runs[i] = pager.Run{ID: r.ID, Data: r.Data}
+	// The runs are written before commit returns (below, or by prepareSync),
+	// and neither the pager nor prepareSync keeps the slice, so one slice
+	// owned by the writer serves every commit; releaseRuns drops the
+	// references to the page buffers afterwards.
+	runs := db.pagerRuns[:0]
+	for _, r := range tx.env.Runs {
+		runs = append(runs, pager.Run{ID: r.ID, Data: r.Data})
 	}
+	db.pagerRuns = runs
 	db.head = head
 	db.mu.Lock()
 	db.stats.Commits++

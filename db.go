@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rivetkv/rivet/internal/btree"
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/pager"
 	"github.com/rivetkv/rivet/internal/spacemap"
@@ -85,6 +86,15 @@ type DB struct {
 	// builds on; in Full mode it may be ahead of cur (not yet durable).
 	// Guarded by writer.
 	head *page.Meta
+
+	// treeRuns and pagerRuns are the backing arrays of a write
+	// transaction's list of spilled runs (tx.env.Runs) and of its copy for
+	// the pager, reused by every write transaction so that a commit does not
+	// allocate them anew. Guarded by writer. Between transactions they hold
+	// no references (releaseRuns), so the page buffers of a commit become
+	// garbage as soon as it is written.
+	treeRuns  []btree.Run
+	pagerRuns []pager.Run
 
 	// space is the free-space map. spaceMu serialises calls into it: the
 	// writer's, and the sync leader's SyncDone, which runs without writer.
@@ -277,10 +287,24 @@ func (db *DB) endRW(tx *Tx, committed bool) {
 		db.spaceMu.Unlock()
 	}
 	tx.view.Release()
+	db.releaseRuns(tx)
 	db.mu.Lock()
 	db.stats.TxStats.add(&tx.stats)
 	db.mu.Unlock()
 	db.writer.Unlock()
+}
+
+// releaseRuns takes back the run lists of the write transaction tx, which
+// is ending, for the next one, and drops their references to the page
+// buffers: a commit has written them by now, a rollback never will. The
+// caller holds the writer lock.
+func (db *DB) releaseRuns(tx *Tx) {
+	runs := tx.env.Runs
+	tx.env.Runs = nil
+	clear(runs)
+	db.treeRuns = runs[:0]
+	clear(db.pagerRuns)
+	db.pagerRuns = db.pagerRuns[:0]
 }
 
 // latch records the first failed write or flush; from then on every write

@@ -75,6 +75,9 @@ func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {
 		tx.txid = meta.Txid + 1
 		tx.env.Txid = tx.txid
 		tx.env.Alloc = spaceAllocator{tx}
+		// The writer lock is held: the DB's run list is free until this
+		// transaction ends (DB.releaseRuns).
+		tx.env.Runs = db.treeRuns[:0]
 	}
 	tx.root = &tx.rootStore
 	tx.rootStore = Bucket{tx: tx, FillPercent: DefaultFillPercent, isRoot: true}
