@@ -12,16 +12,14 @@ import (
 // Nested buckets appear with a nil value.
 type Cursor struct {
 	bucket *Bucket
-	c      *btree.Cursor
-	inner  btree.Cursor // c points here: one allocation per cursor
+	c      btree.Cursor // embedded: one allocation per cursor
 }
 
 // Cursor returns a cursor over the bucket. It is valid while the
 // transaction is open.
 func (b *Bucket) Cursor() *Cursor {
 	c := &Cursor{bucket: b}
-	b.tree.InitCursor(&c.inner)
-	c.c = &c.inner
+	b.tree.InitCursor(&c.c)
 	return c
 }
 

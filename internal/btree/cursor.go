@@ -29,14 +29,29 @@ func (r *elemRef) count() int {
 	return r.page.Count()
 }
 
+// inlineDepth is how many levels a cursor holds without a separate
+// allocation: a tree of 4 KiB pages with 16-byte keys is 3 levels deep at
+// 100k keys and 5 at about 100M. Deeper trees grow the stack on the heap.
+const inlineDepth = 5
+
 // Cursor walks a tree in key order. It survives changes to the tree made
 // while it is positioned: the next move re-seeks to the key it was on.
+//
+// Corrupt files: every node is validated when pushed, descent depth is
+// capped at MaxDepth, and each move to another leaf checks that keys keep
+// moving in the walk's direction (see crossed), so that a walk over branch
+// pages that point to one subtree many times ends after visiting each leaf
+// at most once.
 type Cursor struct {
 	t     *Tree
 	stack []elemRef
 	mods  uint64 // t.mods when the stack was built
-	key   []byte // the key the cursor is on, for re-seeking
-	buf   [8]elemRef
+	key   []byte // the key the cursor is on, for re-seeking (only if track)
+	// track is set for a writable tree: only a write transaction changes
+	// t.mods, so only its cursors need the key they are on to re-seek.
+	// A read cursor skips the store (and its write barrier) on every move.
+	track bool
+	buf   [inlineDepth]elemRef
 }
 
 // Cursor returns a new cursor on the tree.
@@ -54,15 +69,16 @@ func (t *Tree) InitCursor(c *Cursor) {
 	c.stack = c.buf[:0]
 	c.mods = 0
 	c.key = nil
+	c.track = t.env.Writable()
 }
 
-// scratchCursor returns the tree's internal cursor for Get, Put and Delete,
-// saving an allocation per call. Those methods do not call each other while
-// they hold it, and a tree belongs to one transaction, which is not used by
-// several goroutines at once.
+// scratchCursor returns the tree's internal cursor for Put and Delete (and
+// Get on a changed tree), saving an allocation per call. Those methods do
+// not call each other while they hold it, and a tree belongs to one
+// transaction, which is not used by several goroutines at once.
 func (t *Tree) scratchCursor() *Cursor {
 	if t.scratch == nil {
-		t.scratch = &Cursor{t: t}
+		t.scratch = &Cursor{t: t, track: t.env.Writable()}
 		t.scratch.stack = t.scratch.buf[:0]
 	}
 	c := t.scratch
@@ -110,13 +126,17 @@ func (c *Cursor) pushChild(i int) bool {
 	} else {
 		ref = top.page.BranchChild(i)
 		if ref.Txid > top.page.Txid() {
-			c.fail(page.Corruptf(top.page.ID(), "child %d written by txn %d, after its parent's txn %d", ref.ID, ref.Txid, top.page.Txid()))
+			c.fail(childTxidErr(top.page, ref))
 			return false
 		}
 	}
-	if n, ok := c.t.nodes[ref.ID]; ok {
-		c.stack = append(c.stack, elemRef{node: n, index: 0})
-		return true
+	// Only a changed tree has materialised nodes (t.nodes is nil until
+	// the first materialize): a read walk skips the map lookup.
+	if c.t.nodes != nil {
+		if n, ok := c.t.nodes[ref.ID]; ok {
+			c.stack = append(c.stack, elemRef{node: n, index: 0})
+			return true
+		}
 	}
 	p, err := c.t.env.readNode(ref)
 	if err != nil {
@@ -125,6 +145,19 @@ func (c *Cursor) pushChild(i int) bool {
 	}
 	c.stack = append(c.stack, elemRef{page: p})
 	return true
+}
+
+// childTxidErr reports a child newer than its parent: pages are written
+// bottom-up in one transaction, so a parent is never older than a child.
+//
+//go:noinline
+func childTxidErr(parent page.Node, ref page.Ref) error {
+	return page.Corruptf(parent.ID(), "child %d written by txn %d, after its parent's txn %d", ref.ID, ref.Txid, parent.Txid())
+}
+
+//go:noinline
+func (t *Tree) depthErr() error {
+	return page.Corruptf(t.root.ID, "tree deeper than %d levels (cycle?)", MaxDepth)
 }
 
 // descend follows the top's current element down to a leaf, choosing the
@@ -155,21 +188,28 @@ func (c *Cursor) current() (key, value []byte, flags uint32, ok bool) {
 		return nil, nil, 0, false
 	}
 	top := &c.stack[len(c.stack)-1]
-	if top.index < 0 || top.index >= top.count() {
+	if top.node == nil {
+		if uint(top.index) >= uint(top.page.Count()) {
+			return nil, nil, 0, false
+		}
+		f, k, v, err := top.page.LeafElem(top.index)
+		if err != nil {
+			c.fail(err)
+			return nil, nil, 0, false
+		}
+		if c.track {
+			c.key = k
+		}
+		return k, v, f, true
+	}
+	if uint(top.index) >= uint(len(top.node.inodes)) {
 		return nil, nil, 0, false
 	}
-	if top.node != nil {
-		in := &top.node.inodes[top.index]
+	in := &top.node.inodes[top.index]
+	if c.track {
 		c.key = in.key
-		return in.key, in.value, in.flags, true
 	}
-	f, k, v, err := top.page.LeafElem(top.index)
-	if err != nil {
-		c.fail(err)
-		return nil, nil, 0, false
-	}
-	c.key = k
-	return k, v, f, true
+	return in.key, in.value, in.flags, true
 }
 
 // First moves to the first element.
@@ -228,8 +268,22 @@ func (c *Cursor) Prev() (key, value []byte, flags uint32, ok bool) {
 	return c.prev()
 }
 
+// next moves one element forward. Within a leaf that is an index
+// increment; moving to another leaf is nextLeaf's.
 func (c *Cursor) next() (key, value []byte, flags uint32, ok bool) {
-	prevKey := c.key
+	top := &c.stack[len(c.stack)-1]
+	if i := top.index + 1; i >= 0 && i < top.count() {
+		top.index = i
+		return c.current()
+	}
+	return c.nextLeaf()
+}
+
+func (c *Cursor) nextLeaf() (key, value []byte, flags uint32, ok bool) {
+	prevKey, edge, ok := c.leafKeys(false)
+	if !ok {
+		return nil, nil, 0, false
+	}
 	for {
 		i := len(c.stack) - 1
 		for ; i >= 0; i-- {
@@ -254,26 +308,87 @@ func (c *Cursor) next() (key, value []byte, flags uint32, ok bool) {
 		if c.stack[len(c.stack)-1].count() == 0 {
 			continue
 		}
-		return c.advanced(prevKey, 1)
+		return c.crossed(prevKey, edge, 1)
 	}
 }
 
-// advanced returns the element under the cursor after a move, checking that
-// the key moved in direction dir (1 forward, -1 back) from prevKey. On a
-// corrupt file whose branches point to one subtree many times (no cycle, so
-// the depth cap does not fire) a walk could otherwise visit exponentially
-// many paths; with this check every leaf is visited at most once per walk.
-func (c *Cursor) advanced(prevKey []byte, dir int) (key, value []byte, flags uint32, ok bool) {
+// leafKeys returns, for the leaf the cursor is on, the key under the cursor
+// (nil if it is before or past the leaf's elements) and the leaf's edge
+// key: its first key, or its last when last is set (nil for an empty
+// materialised leaf). ok is false if reading them met corruption.
+func (c *Cursor) leafKeys(last bool) (cur, edge []byte, ok bool) {
+	top := &c.stack[len(c.stack)-1]
+	n := top.count()
+	if n == 0 {
+		return nil, nil, true
+	}
+	e := 0
+	if last {
+		e = n - 1
+	}
+	if top.node != nil {
+		edge = top.node.inodes[e].key
+		if top.index >= 0 && top.index < n {
+			cur = top.node.inodes[top.index].key
+		}
+		return cur, edge, true
+	}
+	var err error
+	if edge, err = top.page.LeafKey(e); err == nil && top.index >= 0 && top.index < n {
+		cur, err = top.page.LeafKey(top.index)
+	}
+	if err != nil {
+		c.fail(err)
+		return nil, nil, false
+	}
+	return cur, edge, true
+}
+
+// crossed returns the element under the cursor after a move to another
+// leaf, checking that its key moved in direction dir (1 forward, -1 back)
+// past both prevKey, the key the cursor was on, and edge, the first (dir
+// 1) or last (dir -1) key of the leaf it left. The cursor now sits on the
+// new leaf's own edge key, so a walk in one direction sees strictly
+// monotonic edge keys and cannot enter a leaf twice: on a corrupt file
+// whose branches point to one subtree many times (no cycle, so the depth
+// cap does not fire) a walk could otherwise visit exponentially many
+// paths. Within a leaf a move is an index step, checked by nothing but
+// the element's bounds: a leaf's elements are finite.
+func (c *Cursor) crossed(prevKey, edge []byte, dir int) (key, value []byte, flags uint32, ok bool) {
 	k, v, f, ok := c.current()
-	if ok && prevKey != nil && bytes.Compare(k, prevKey)*dir <= 0 {
-		c.fail(page.Corruptf(c.t.root.ID, "key %q does not move past %q (keys out of order or a page reachable twice)", trim(k), trim(prevKey)))
+	if !ok {
+		return nil, nil, 0, false
+	}
+	if (edge != nil && bytes.Compare(k, edge)*dir <= 0) || (prevKey != nil && bytes.Compare(k, prevKey)*dir <= 0) {
+		was := prevKey
+		if was == nil {
+			was = edge
+		}
+		c.fail(page.Corruptf(c.t.root.ID, "key %q does not move past %q (keys out of order or a page reachable twice)", trim(k), trim(was)))
 		return nil, nil, 0, false
 	}
 	return k, v, f, ok
 }
 
+// prev moves one element back (see next).
 func (c *Cursor) prev() (key, value []byte, flags uint32, ok bool) {
-	prevKey := c.key
+	top := &c.stack[len(c.stack)-1]
+	if n := top.count(); top.index > n {
+		// A materialised leaf shrank under the cursor: step back from its end.
+		top.index = n
+	}
+	if i := top.index - 1; i >= 0 && i < top.count() {
+		top.index = i
+		return c.current()
+	}
+	return c.prevLeaf()
+}
+
+func (c *Cursor) prevLeaf() (key, value []byte, flags uint32, ok bool) {
+	prevKey, edge, ok := c.leafKeys(true)
+	if !ok {
+		return nil, nil, 0, false
+	}
 	for {
 		i := len(c.stack) - 1
 		for ; i >= 0; i-- {
@@ -299,7 +414,7 @@ func (c *Cursor) prev() (key, value []byte, flags uint32, ok bool) {
 		if c.stack[len(c.stack)-1].count() == 0 {
 			continue
 		}
-		return c.advanced(prevKey, -1)
+		return c.crossed(prevKey, edge, -1)
 	}
 }
 
@@ -307,7 +422,14 @@ func (c *Cursor) prev() (key, value []byte, flags uint32, ok bool) {
 // It starts a fresh walk: the key-order check of next and prev does not
 // reach back across it.
 func (c *Cursor) search(key []byte) {
-	c.key = nil
+	if c.t.rootNode == nil {
+		// Nothing materialised: the whole tree is in the map.
+		c.key = nil
+		c.stack = c.stack[:0]
+		c.mods = c.t.mods
+		c.t.searchPages(key, c)
+		return
+	}
 	if !c.pushRoot() {
 		return
 	}
@@ -348,12 +470,59 @@ func (c *Cursor) searchLeaf(top *elemRef, key []byte, n int) int {
 		i, _ := top.node.search(key)
 		return i
 	}
-	i, err := top.page.LeafSearch(key)
+	i, _, err := top.page.LeafSearch(key)
 	if err != nil {
 		c.t.env.fail(err)
 		return n
 	}
 	return i
+}
+
+// searchPages descends from the committed root to the leaf where key is or
+// would be, for a tree with nothing materialised (every read transaction).
+// It returns the leaf, the index of the first element >= key and whether
+// that element's key equals key; ok is false for an empty tree or on
+// corruption (recorded in Env.Err). If c is not nil, the path is pushed
+// onto c's stack, which must be empty. Without a cursor (Get) the descent
+// keeps only the current node.
+func (t *Tree) searchPages(key []byte, c *Cursor) (leaf page.Node, index int, exact bool, ok bool) {
+	if t.root.IsZero() {
+		return page.Node{}, 0, false, false
+	}
+	p, err := t.env.readNode(t.root)
+	for depth := 1; err == nil; depth++ {
+		if p.IsLeaf() {
+			if index, exact, err = p.LeafSearch(key); err != nil {
+				break
+			}
+			if c != nil {
+				c.stack = append(c.stack, elemRef{page: p, index: index})
+			}
+			return p, index, exact, true
+		}
+		var i int
+		if i, err = p.BranchSearch(key); err != nil {
+			break
+		}
+		if c != nil {
+			c.stack = append(c.stack, elemRef{page: p, index: i})
+		}
+		if depth >= MaxDepth {
+			err = t.depthErr()
+			break
+		}
+		ref := p.BranchChild(i)
+		if ref.Txid > p.Txid() {
+			err = childTxidErr(p, ref)
+			break
+		}
+		p, err = t.env.readNode(ref)
+	}
+	t.env.fail(err)
+	if c != nil {
+		c.stack = c.stack[:0]
+	}
+	return page.Node{}, 0, false, false
 }
 
 // Seek moves to the first element whose key is >= key.

@@ -14,9 +14,13 @@ const DefaultFillPercent = 0.5
 
 // Tree is one bucket's B+tree inside a transaction.
 type Tree struct {
-	env      *Env
-	root     page.Ref // the committed root (zero: empty)
-	rootNode *node    // materialised root, once anything changed
+	env  *Env
+	root page.Ref // the committed root (zero: empty)
+	// rootNode is the materialised root, once anything changed. Nodes are
+	// materialised root first (children through their parent), so while
+	// it is nil nothing is materialised and reads descend the map directly
+	// (searchPages).
+	rootNode *node
 	nodes    map[page.ID]*node
 	// mods counts structural changes, so cursors know to re-seek.
 	mods uint64
@@ -116,6 +120,20 @@ func (t *Tree) rootForWrite() (*node, error) {
 
 // Get returns the flags and raw value stored under key.
 func (t *Tree) Get(key []byte) (value []byte, flags uint32, found bool) {
+	if t.rootNode == nil {
+		// Nothing materialised (every read transaction): descend the map
+		// without a cursor stack.
+		leaf, i, exact, ok := t.searchPages(key, nil)
+		if !ok || !exact {
+			return nil, 0, false
+		}
+		f, _, v, err := leaf.LeafElem(i)
+		if err != nil {
+			t.env.fail(err)
+			return nil, 0, false
+		}
+		return v, f, true
+	}
 	c := t.scratchCursor()
 	c.search(key)
 	k, v, f, ok := c.current()

@@ -21,14 +21,16 @@ const (
 
 // Node is a validated view of a branch or leaf run. It aliases the bytes it
 // was built from (usually the memory map), so it is only valid as long as
-// they are. It is kept small: cursors copy it at every level.
+// they are. It is kept small (32 bytes): cursors hold one per level, and a
+// cursor is allocated per range scan. The page id and txid are read back
+// from the header when needed (errors and the child-txid check), not copied.
 //
-// Invariant: the header was validated; the element array lies inside buf.
-// Each element's key and value ranges are checked when the element is read.
+// Invariant: the header was validated; len(buf) is the run's size (at least
+// one page, so at least HeaderSize); the count elements of the element
+// array lie inside buf. Each element's key and value ranges are checked when
+// the element is read, so a search touches only the elements it probes.
 type Node struct {
 	buf   []byte
-	id    ID
-	txid  uint64
 	count int32
 	leaf  bool
 }
@@ -52,13 +54,14 @@ func ReadNode(data []byte, pageSize int, id ID, wantTxid uint64, hwm uint64) (No
 // NodeFromBuffer validates a node run held alone in buf (as read with ReadAt
 // during recovery or Check).
 func NodeFromBuffer(buf []byte, pageSize int, id ID, wantTxid uint64, hwm uint64) (Node, error) {
-	if len(buf) < HeaderSize || id < minHWM || id >= hwm {
+	if len(buf) < HeaderSize || len(buf) < pageSize || id < minHWM || id >= hwm {
 		return Node{}, nodeErr(id, errBeyondFile, 0, 0)
 	}
 	return nodeAt(buf, pageSize, id, wantTxid, hwm)
 }
 
-// nodeAt validates the node whose run starts at b[0].
+// nodeAt validates the node whose run starts at b[0]. Callers guarantee
+// len(b) >= pageSize >= HeaderSize.
 func nodeAt(b []byte, pageSize int, id ID, wantTxid uint64, hwm uint64) (Node, error) {
 	h := b[:HeaderSize:HeaderSize]
 	le := binary.LittleEndian
@@ -86,7 +89,7 @@ func nodeAt(b []byte, pageSize int, id ID, wantTxid uint64, hwm uint64) (Node, e
 	if count == 0 || HeaderSize+count*es > size {
 		return Node{}, nodeErr(id, errCount, count, size)
 	}
-	return Node{buf: b[:size:size], id: id, txid: txid, count: int32(count), leaf: typ == TypeLeaf}, nil
+	return Node{buf: b[:size:size], count: int32(count), leaf: typ == TypeLeaf}, nil
 }
 
 const (
@@ -121,8 +124,14 @@ func nodeErr(id ID, kind int, a, b uint64) error {
 	}
 }
 
-// ID returns the node's first page id.
-func (n Node) ID() ID { return n.id }
+// ID returns the node's first page id (0 for the zero Node). ReadNode
+// checked that the header names the page it was read from.
+func (n Node) ID() ID {
+	if len(n.buf) < HeaderSize {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(n.buf[offPgid:])
+}
 
 // IsLeaf reports whether n is a leaf.
 func (n Node) IsLeaf() bool { return n.leaf }
@@ -132,33 +141,35 @@ func (n Node) Count() int { return int(n.count) }
 
 // Header decodes the node's header.
 func (n Node) Header() Header {
-	h, _ := ReadHeader(n.id, n.buf)
+	h, _ := ReadHeader(n.ID(), n.buf)
 	return h
 }
 
-// Txid returns the txid that wrote the node.
-func (n Node) Txid() uint64 { return n.txid }
+// Txid returns the txid that wrote the node (0 for the zero Node).
+func (n Node) Txid() uint64 {
+	if len(n.buf) < HeaderSize {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(n.buf[offTxid:])
+}
 
 // Bytes returns the node's whole run.
 func (n Node) Bytes() []byte { return n.buf }
 
-func (n Node) span(i int, off, ln uint32) ([]byte, error) {
-	end := uint64(off) + uint64(ln)
-	if uint64(off) < HeaderSize || end > uint64(len(n.buf)) {
-		return nil, Corruptf(n.id, "element %d range [%d, %d) outside the %d-byte node", i, off, end, len(n.buf))
-	}
-	return n.buf[off:end:end], nil
-}
-
-// BranchKey returns the key of branch element i.
+// BranchKey returns the key of branch element i (0 <= i < Count()).
 func (n Node) BranchKey(i int) ([]byte, error) {
 	e := n.buf[HeaderSize+i*BranchElemSize:]
-	return n.span(i, binary.LittleEndian.Uint32(e[20:]), binary.LittleEndian.Uint32(e[24:]))
+	k, ok := n.keyAt(binary.LittleEndian.Uint32(e[20:]), binary.LittleEndian.Uint32(e[24:]))
+	if !ok {
+		return nil, n.badElem(i)
+	}
+	return k, nil
 }
 
 // BranchChild returns the child reference of branch element i.
 func (n Node) BranchChild(i int) Ref {
 	e := n.buf[HeaderSize+i*BranchElemSize:]
+	e = e[:BranchElemSize:BranchElemSize]
 	return Ref{
 		ID:       binary.LittleEndian.Uint64(e[0:]),
 		Txid:     binary.LittleEndian.Uint64(e[8:]),
@@ -168,19 +179,28 @@ func (n Node) BranchChild(i int) Ref {
 
 // BranchSearch returns the index of the last element whose key is <= key
 // (0 if every key is greater): the child a search for key descends into.
+// An element whose key equals key ends the search early: keys in a valid
+// branch are unique, and on a corrupt one any answer is a child that the
+// descent validates like every other.
 func (n Node) BranchSearch(key []byte) (int, error) {
+	buf := n.buf
 	lo, hi := 0, int(n.count)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		e := n.buf[HeaderSize+mid*BranchElemSize:]
-		k, ok := n.keyAt(binary.LittleEndian.Uint32(e[20:]), binary.LittleEndian.Uint32(e[24:]))
-		if !ok {
+		e := buf[HeaderSize+mid*BranchElemSize:]
+		e = e[:BranchElemSize:BranchElemSize]
+		off := binary.LittleEndian.Uint32(e[20:])
+		end := uint64(off) + uint64(binary.LittleEndian.Uint32(e[24:]))
+		if off < HeaderSize || end > uint64(len(buf)) {
 			return 0, n.badElem(mid)
 		}
-		if bytes.Compare(k, key) <= 0 {
+		switch c := bytes.Compare(buf[off:end:end], key); {
+		case c < 0:
 			lo = mid + 1
-		} else {
+		case c > 0:
 			hi = mid
+		default:
+			return mid, nil
 		}
 	}
 	if lo > 0 {
@@ -190,23 +210,29 @@ func (n Node) BranchSearch(key []byte) (int, error) {
 }
 
 // LeafSearch returns the index of the first element whose key is >= key
-// (Count() if none).
-func (n Node) LeafSearch(key []byte) (int, error) {
+// (Count() if none), and whether that element's key equals key.
+func (n Node) LeafSearch(key []byte) (int, bool, error) {
+	buf := n.buf
 	lo, hi := 0, int(n.count)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		e := n.buf[HeaderSize+mid*LeafElemSize:]
-		k, ok := n.keyAt(binary.LittleEndian.Uint32(e[4:]), binary.LittleEndian.Uint32(e[8:]))
-		if !ok {
-			return 0, n.badElem(mid)
+		e := buf[HeaderSize+mid*LeafElemSize:]
+		e = e[:LeafElemSize:LeafElemSize]
+		off := binary.LittleEndian.Uint32(e[4:])
+		end := uint64(off) + uint64(binary.LittleEndian.Uint32(e[8:]))
+		if off < HeaderSize || end > uint64(len(buf)) {
+			return 0, false, n.badElem(mid)
 		}
-		if bytes.Compare(k, key) < 0 {
+		switch c := bytes.Compare(buf[off:end:end], key); {
+		case c < 0:
 			lo = mid + 1
-		} else {
+		case c > 0:
 			hi = mid
+		default:
+			return mid, true, nil
 		}
 	}
-	return lo, nil
+	return lo, false, nil
 }
 
 // keyAt returns buf[off:off+ln] if that lies inside the node after the header.
@@ -220,30 +246,43 @@ func (n Node) keyAt(off, ln uint32) ([]byte, bool) {
 
 //go:noinline
 func (n Node) badElem(i int) error {
-	return Corruptf(n.id, "element %d key range outside the %d-byte node", i, len(n.buf))
+	return Corruptf(n.ID(), "element %d key range outside the %d-byte node", i, len(n.buf))
 }
 
-// LeafKey returns the key of leaf element i.
+// LeafKey returns the key of leaf element i (0 <= i < Count()).
 func (n Node) LeafKey(i int) ([]byte, error) {
 	e := n.buf[HeaderSize+i*LeafElemSize:]
-	return n.span(i, binary.LittleEndian.Uint32(e[4:]), binary.LittleEndian.Uint32(e[8:]))
+	k, ok := n.keyAt(binary.LittleEndian.Uint32(e[4:]), binary.LittleEndian.Uint32(e[8:]))
+	if !ok {
+		return nil, n.badElem(i)
+	}
+	return k, nil
 }
 
-// LeafElem returns the flags, key and value of leaf element i.
+// LeafElem returns the flags, key and value of leaf element i
+// (0 <= i < Count()). The key and value lie inside the node after the
+// header, or the error says why not.
 func (n Node) LeafElem(i int) (flags uint32, key, value []byte, err error) {
-	e := n.buf[HeaderSize+i*LeafElemSize:]
-	flags = binary.LittleEndian.Uint32(e[0:])
-	ko := binary.LittleEndian.Uint32(e[4:])
-	kl := binary.LittleEndian.Uint32(e[8:])
-	vl := binary.LittleEndian.Uint32(e[12:])
+	buf := n.buf
+	e := buf[HeaderSize+i*LeafElemSize:]
+	e = e[:LeafElemSize:LeafElemSize]
+	le := binary.LittleEndian
+	flags = le.Uint32(e[0:])
+	ko := le.Uint32(e[4:])
+	kend := uint64(ko) + uint64(le.Uint32(e[8:]))
+	vend := kend + uint64(le.Uint32(e[12:]))
+	if flags > FlagBlob || ko < HeaderSize || vend > uint64(len(buf)) {
+		return 0, nil, nil, n.badLeafElem(i, flags)
+	}
+	return flags, buf[ko:kend:kend], buf[kend:vend:vend], nil
+}
+
+//go:noinline
+func (n Node) badLeafElem(i int, flags uint32) error {
 	if flags > FlagBlob {
-		return 0, nil, nil, Corruptf(n.id, "leaf element %d has unknown flags %d", i, flags)
+		return Corruptf(n.ID(), "leaf element %d has unknown flags %d", i, flags)
 	}
-	kv, err := n.span(i, ko, kl+vl)
-	if err != nil || uint64(kl)+uint64(vl) > uint64(len(n.buf)) {
-		return 0, nil, nil, Corruptf(n.id, "leaf element %d key/value range outside the node", i)
-	}
-	return flags, kv[:kl:kl], kv[kl:], nil
+	return Corruptf(n.ID(), "leaf element %d key/value range outside the node", i)
 }
 
 // BranchElem is a branch element to encode.
