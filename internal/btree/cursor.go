@@ -38,10 +38,10 @@ const inlineDepth = 5
 // while it is positioned: the next move re-seeks to the key it was on.
 //
 // Corrupt files: every node is validated when pushed, descent depth is
-// capped at MaxDepth, and each move to another leaf checks that keys keep
-// moving in the walk's direction (see crossed), so that a walk over branch
-// pages that point to one subtree many times ends after visiting each leaf
-// at most once.
+// capped at MaxDepth, and each move to another leaf checks that the leaves'
+// edge keys keep moving in the walk's direction (see crossed), so that a
+// walk over branch pages that point to one subtree many times ends instead
+// of visiting exponentially many paths.
 type Cursor struct {
 	t     *Tree
 	stack []elemRef
@@ -51,7 +51,13 @@ type Cursor struct {
 	// t.mods, so only its cursors need the key they are on to re-seek.
 	// A read cursor skips the store (and its write barrier) on every move.
 	track bool
-	buf   [inlineDepth]elemRef
+	// edgeDir is the direction (1 forward, -1 back) of the walk's last
+	// move to another leaf, 0 if there was none since the walk started
+	// (search, First, Last). edge is the key that move landed on: the new
+	// leaf's first key going forward, its last going back.
+	edgeDir int8
+	edge    []byte
+	buf     [inlineDepth]elemRef
 }
 
 // Cursor returns a new cursor on the tree.
@@ -95,6 +101,7 @@ func (c *Cursor) fail(err error) {
 
 func (c *Cursor) pushRoot() bool {
 	c.key = nil
+	c.edge, c.edgeDir = nil, 0
 	c.stack = c.stack[:0]
 	c.mods = c.t.mods
 	if c.t.rootNode != nil {
@@ -280,10 +287,6 @@ func (c *Cursor) next() (key, value []byte, flags uint32, ok bool) {
 }
 
 func (c *Cursor) nextLeaf() (key, value []byte, flags uint32, ok bool) {
-	prevKey, edge, ok := c.leafKeys(false)
-	if !ok {
-		return nil, nil, 0, false
-	}
 	for {
 		i := len(c.stack) - 1
 		for ; i >= 0; i-- {
@@ -308,65 +311,33 @@ func (c *Cursor) nextLeaf() (key, value []byte, flags uint32, ok bool) {
 		if c.stack[len(c.stack)-1].count() == 0 {
 			continue
 		}
-		return c.crossed(prevKey, edge, 1)
+		return c.crossed(1)
 	}
-}
-
-// leafKeys returns, for the leaf the cursor is on, the key under the cursor
-// (nil if it is before or past the leaf's elements) and the leaf's edge
-// key: its first key, or its last when last is set (nil for an empty
-// materialised leaf). ok is false if reading them met corruption.
-func (c *Cursor) leafKeys(last bool) (cur, edge []byte, ok bool) {
-	top := &c.stack[len(c.stack)-1]
-	n := top.count()
-	if n == 0 {
-		return nil, nil, true
-	}
-	e := 0
-	if last {
-		e = n - 1
-	}
-	if top.node != nil {
-		edge = top.node.inodes[e].key
-		if top.index >= 0 && top.index < n {
-			cur = top.node.inodes[top.index].key
-		}
-		return cur, edge, true
-	}
-	var err error
-	if edge, err = top.page.LeafKey(e); err == nil && top.index >= 0 && top.index < n {
-		cur, err = top.page.LeafKey(top.index)
-	}
-	if err != nil {
-		c.fail(err)
-		return nil, nil, false
-	}
-	return cur, edge, true
 }
 
 // crossed returns the element under the cursor after a move to another
-// leaf, checking that its key moved in direction dir (1 forward, -1 back)
-// past both prevKey, the key the cursor was on, and edge, the first (dir
-// 1) or last (dir -1) key of the leaf it left. The cursor now sits on the
-// new leaf's own edge key, so a walk in one direction sees strictly
-// monotonic edge keys and cannot enter a leaf twice: on a corrupt file
-// whose branches point to one subtree many times (no cycle, so the depth
-// cap does not fire) a walk could otherwise visit exponentially many
-// paths. Within a leaf a move is an index step, checked by nothing but
-// the element's bounds: a leaf's elements are finite.
-func (c *Cursor) crossed(prevKey, edge []byte, dir int) (key, value []byte, flags uint32, ok bool) {
+// leaf in direction dir (1 forward, -1 back). The cursor is on the new
+// leaf's edge key: its first going forward, its last going back. If the
+// previous move to another leaf went the same way, that edge key must have
+// moved past the previous one. Edge keys of one directional walk are then
+// strictly monotonic, so the walk enters no leaf twice (apart from the leaf
+// the walk started on, which the first move does not check): on a corrupt
+// file whose branches point to one subtree many times (no cycle, so the
+// depth cap does not fire) a walk could otherwise visit exponentially many
+// paths. Within a leaf a move is an index step, checked only by the
+// element's bounds: a leaf's elements are finite. Keeping the last edge
+// key, rather than reading the old leaf's, costs one compare per leaf and
+// no extra memory reads.
+func (c *Cursor) crossed(dir int8) (key, value []byte, flags uint32, ok bool) {
 	k, v, f, ok := c.current()
 	if !ok {
 		return nil, nil, 0, false
 	}
-	if (edge != nil && bytes.Compare(k, edge)*dir <= 0) || (prevKey != nil && bytes.Compare(k, prevKey)*dir <= 0) {
-		was := prevKey
-		if was == nil {
-			was = edge
-		}
-		c.fail(page.Corruptf(c.t.root.ID, "key %q does not move past %q (keys out of order or a page reachable twice)", trim(k), trim(was)))
+	if c.edgeDir == dir && bytes.Compare(k, c.edge)*int(dir) <= 0 {
+		c.fail(page.Corruptf(c.t.root.ID, "key %q does not move past %q (keys out of order or a page reachable twice)", trim(k), trim(c.edge)))
 		return nil, nil, 0, false
 	}
+	c.edge, c.edgeDir = k, dir
 	return k, v, f, ok
 }
 
@@ -385,10 +356,6 @@ func (c *Cursor) prev() (key, value []byte, flags uint32, ok bool) {
 }
 
 func (c *Cursor) prevLeaf() (key, value []byte, flags uint32, ok bool) {
-	prevKey, edge, ok := c.leafKeys(true)
-	if !ok {
-		return nil, nil, 0, false
-	}
 	for {
 		i := len(c.stack) - 1
 		for ; i >= 0; i-- {
@@ -414,7 +381,7 @@ func (c *Cursor) prevLeaf() (key, value []byte, flags uint32, ok bool) {
 		if c.stack[len(c.stack)-1].count() == 0 {
 			continue
 		}
-		return c.crossed(prevKey, edge, -1)
+		return c.crossed(-1)
 	}
 }
 
@@ -425,6 +392,7 @@ func (c *Cursor) search(key []byte) {
 	if c.t.rootNode == nil {
 		// Nothing materialised: the whole tree is in the map.
 		c.key = nil
+		c.edge, c.edgeDir = nil, 0
 		c.stack = c.stack[:0]
 		c.mods = c.t.mods
 		c.t.searchPages(key, c)
