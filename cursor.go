@@ -26,6 +26,10 @@ func (b *Bucket) Cursor() *Cursor {
 // Bucket returns the bucket the cursor iterates.
 func (c *Cursor) Bucket() *Bucket { return c.bucket }
 
+// ret turns the tree's element into the key and value the API returns: a
+// plain value (ok, flags 0) as is, tested inline by each move so that the
+// common step costs no call; here nil, nil for no element, a nil value for
+// a nested bucket and a blob's bytes.
 func (c *Cursor) ret(k, v []byte, flags uint32, ok bool) ([]byte, []byte) {
 	if !ok {
 		return nil, nil
@@ -51,7 +55,11 @@ func (c *Cursor) First() (key []byte, value []byte) {
 	if !c.live() {
 		return nil, nil
 	}
-	return c.ret(c.c.First())
+	k, v, f, ok := c.c.First()
+	if ok && f == 0 {
+		return k, v
+	}
+	return c.ret(k, v, f, ok)
 }
 
 // Last moves to the last key.
@@ -59,7 +67,11 @@ func (c *Cursor) Last() (key []byte, value []byte) {
 	if !c.live() {
 		return nil, nil
 	}
-	return c.ret(c.c.Last())
+	k, v, f, ok := c.c.Last()
+	if ok && f == 0 {
+		return k, v
+	}
+	return c.ret(k, v, f, ok)
 }
 
 // Next moves to the next key; nil, nil past the end.
@@ -67,7 +79,11 @@ func (c *Cursor) Next() (key []byte, value []byte) {
 	if !c.live() {
 		return nil, nil
 	}
-	return c.ret(c.c.Next())
+	k, v, f, ok := c.c.Next()
+	if ok && f == 0 {
+		return k, v
+	}
+	return c.ret(k, v, f, ok)
 }
 
 // Prev moves to the previous key; nil, nil before the start.
@@ -75,7 +91,11 @@ func (c *Cursor) Prev() (key []byte, value []byte) {
 	if !c.live() {
 		return nil, nil
 	}
-	return c.ret(c.c.Prev())
+	k, v, f, ok := c.c.Prev()
+	if ok && f == 0 {
+		return k, v
+	}
+	return c.ret(k, v, f, ok)
 }
 
 // Seek moves to key, or to the next key if key does not exist.
@@ -83,7 +103,11 @@ func (c *Cursor) Seek(seek []byte) (key []byte, value []byte) {
 	if !c.live() {
 		return nil, nil
 	}
-	return c.ret(c.c.Seek(seek))
+	k, v, f, ok := c.c.Seek(seek)
+	if ok && f == 0 {
+		return k, v
+	}
+	return c.ret(k, v, f, ok)
 }
 
 // Delete removes the key under the cursor. It fails with

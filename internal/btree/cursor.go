@@ -250,7 +250,23 @@ func (c *Cursor) Next() (key, value []byte, flags uint32, ok bool) {
 	if len(c.stack) == 0 {
 		return nil, nil, 0, false
 	}
-	if c.mods != c.t.mods && c.key != nil {
+	if c.mods == c.t.mods {
+		// The common step, within a leaf read from the map, without
+		// the calls through next and current.
+		top := &c.stack[len(c.stack)-1]
+		if i := top.index + 1; top.node == nil && i >= 0 && i < top.page.Count() {
+			f, k, v, err := top.page.LeafElem(i)
+			if err != nil {
+				c.fail(err)
+				return nil, nil, 0, false
+			}
+			top.index = i
+			if c.track {
+				c.key = k
+			}
+			return k, v, f, true
+		}
+	} else if c.key != nil {
 		was := c.key
 		k, v, f, ok := c.Seek(was)
 		if !ok || !bytes.Equal(k, was) {
@@ -266,7 +282,22 @@ func (c *Cursor) Prev() (key, value []byte, flags uint32, ok bool) {
 	if len(c.stack) == 0 {
 		return nil, nil, 0, false
 	}
-	if c.mods != c.t.mods && c.key != nil {
+	if c.mods == c.t.mods {
+		// The common step, as in Next.
+		top := &c.stack[len(c.stack)-1]
+		if i := top.index - 1; top.node == nil && i >= 0 && i < top.page.Count() {
+			f, k, v, err := top.page.LeafElem(i)
+			if err != nil {
+				c.fail(err)
+				return nil, nil, 0, false
+			}
+			top.index = i
+			if c.track {
+				c.key = k
+			}
+			return k, v, f, true
+		}
+	} else if c.key != nil {
 		c.search(c.key)
 		if len(c.stack) == 0 {
 			return nil, nil, 0, false
