@@ -302,9 +302,22 @@ func (db *DB) releaseRuns(tx *Tx) {
 	runs := tx.env.Runs
 	tx.env.Runs = nil
 	clear(runs)
-	db.treeRuns = runs[:0]
+	db.treeRuns = keepRuns(runs)
 	clear(db.pagerRuns)
-	db.pagerRuns = db.pagerRuns[:0]
+	db.pagerRuns = keepRuns(db.pagerRuns)
+}
+
+// maxKeptRuns bounds the run lists kept between write transactions: a
+// one-key commit spills a handful of runs, while a bulk load's hundreds of
+// thousands would otherwise stay allocated for the life of the DB.
+const maxKeptRuns = 1024
+
+// keepRuns returns runs emptied for reuse, or nil if it is too large to keep.
+func keepRuns[R any](runs []R) []R {
+	if cap(runs) > maxKeptRuns {
+		return nil
+	}
+	return runs[:0]
 }
 
 // latch records the first failed write or flush; from then on every write

@@ -1,0 +1,76 @@
+package rivet
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// TestRunListsReleased checks what a write transaction leaves behind in the
+// DB's reused run lists: no references to its page buffers (so they are
+// garbage once written), and no list at all after a commit too large to
+// keep one for.
+func TestRunListsReleased(t *testing.T) {
+	db := openTestDB(t, nil)
+	put := func(n, size int) {
+		t.Helper()
+		if err := db.Update(func(tx *Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("b"))
+			if err != nil {
+				return err
+			}
+			for i := range n {
+				k := make([]byte, 8)
+				binary.BigEndian.PutUint64(k, uint64(i))
+				if err := b.Put(k, make([]byte, size)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	empty := func(what string) {
+		t.Helper()
+		for i, r := range db.treeRuns[:cap(db.treeRuns)] {
+			if r.Data != nil {
+				t.Fatalf("%s: tree run list slot %d still holds a page buffer", what, i)
+			}
+		}
+		for i, r := range db.pagerRuns[:cap(db.pagerRuns)] {
+			if r.Data != nil {
+				t.Fatalf("%s: pager run list slot %d still holds a page buffer", what, i)
+			}
+		}
+	}
+
+	put(10, 100)
+	if cap(db.treeRuns) == 0 || cap(db.pagerRuns) == 0 {
+		t.Fatal("a small commit left no run lists to reuse")
+	}
+	empty("small commit")
+
+	// About 1,000-byte values, three to a 4 KiB leaf: thousands of runs.
+	put(6000, 1000)
+	if db.treeRuns != nil || db.pagerRuns != nil {
+		t.Fatalf("a commit of thousands of runs left lists of capacity %d and %d", cap(db.treeRuns), cap(db.pagerRuns))
+	}
+
+	// A rolled-back transaction also gives its runs back.
+	tx, err := db.Begin(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Bucket([]byte("b")).Put([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if tx.env.Runs != nil {
+		t.Fatal("a rolled-back transaction still holds its run list")
+	}
+	empty("rollback")
+	put(10, 100)
+	empty("small commit after a large one")
+}
