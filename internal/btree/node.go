@@ -35,6 +35,9 @@ type node struct {
 	spilled    bool
 	fresh      bool // a root created by splitting the old root
 	removed    bool // merged away or emptied: no longer in the tree
+	// tempID is the id t.nodes knows a node by that an eager split gave a
+	// parent element before it had a page (tempIDBase and up); 0 otherwise.
+	tempID page.ID
 }
 
 func (n *node) minKeys() int {

@@ -22,6 +22,8 @@ type Tree struct {
 	// (searchPages).
 	rootNode *node
 	nodes    map[page.ID]*node
+	// tempSeq numbers the temporary ids of eagerly split nodes (nodeRef).
+	tempSeq uint64
 	// mods counts structural changes, so cursors know to re-seek.
 	mods uint64
 	// deferred frees of committed runs that this transaction unlinked:
@@ -185,6 +187,9 @@ func (t *Tree) Put(key, value []byte, flags, guard uint32) error {
 		nk = bytes.Clone(key)
 	}
 	n.put(key, nk, inode{flags: flags, value: value})
+	if len(n.inodes) > eagerSplitElems {
+		t.splitEager(n)
+	}
 	t.mods++
 	return nil
 }
@@ -263,7 +268,7 @@ func (t *Tree) rebalance(n *node) error {
 			}
 			child.parent = nil
 			child.removed = true
-			delete(t.nodes, child.orig.ID)
+			t.forget(child)
 			if err := child.free(); err != nil {
 				return err
 			}
@@ -275,7 +280,7 @@ func (t *Tree) rebalance(n *node) error {
 		parent.del(n.key)
 		parent.removeChild(n)
 		n.removed = true
-		delete(t.nodes, n.orig.ID)
+		t.forget(n)
 		if err := n.free(); err != nil {
 			return err
 		}
@@ -314,7 +319,7 @@ func (t *Tree) rebalance(n *node) error {
 	parent.del(source.key)
 	parent.removeChild(source)
 	source.removed = true
-	delete(t.nodes, source.orig.ID)
+	t.forget(source)
 	if err := source.free(); err != nil {
 		return err
 	}
@@ -360,6 +365,7 @@ func (t *Tree) Spill() error {
 func (t *Tree) reset() {
 	t.rootNode = nil
 	t.nodes = nil
+	t.tempSeq = 0
 	t.mods++
 }
 
