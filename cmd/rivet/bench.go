@@ -17,21 +17,22 @@ import (
 // benchFlags are the bench command's options. Sizes start from a preset and
 // only the flags the user gave override it.
 type benchFlags struct {
-	preset    string
-	vs        []string
-	engines   []string
-	workloads []string
-	size      bench.Size
-	keys      int
-	reads     int
-	commits   int
-	duration  time.Duration
-	runs      int
-	openSizes []string
-	slasher   int
-	dir       string
-	json      bool
-	quiet     bool
+	preset     string
+	vs         []string
+	engines    []string
+	workloads  []string
+	size       bench.Size
+	keys       int
+	oneTxnKeys int
+	reads      int
+	commits    int
+	duration   time.Duration
+	runs       int
+	openSizes  []string
+	slasher    int
+	dir        string
+	json       bool
+	quiet      bool
 }
 
 func newBenchCmd() *cobra.Command {
@@ -71,6 +72,7 @@ compare them are concurrent-durable and mode-latency.`,
 	fl.StringSliceVar(&f.workloads, "workloads", nil, "workloads to run (default all): "+strings.Join(bench.WorkloadNames(), ", "))
 	fl.Var(&f.size, "size", "file size the fragmented workload grows to, e.g. 256MiB or 1GiB (default from preset)")
 	fl.IntVar(&f.keys, "keys", 0, "keys loaded by bulk-load and random-reads (default from preset)")
+	fl.IntVar(&f.oneTxnKeys, "one-txn-keys", 0, "keys of bulk-load's single-transaction loads; 0 = --keys (default from preset)")
 	fl.IntVar(&f.reads, "reads", 0, "random Gets per goroutine setting in random-reads (default from preset)")
 	fl.IntVar(&f.commits, "commits", 0, "one-key commits of durable-writes; cap of the fragmented loop (default from preset)")
 	fl.DurationVar(&f.duration, "duration", 0, "time cap of the commit loops; concurrent-durable runs each setting, and mode-latency its loop, for a quarter of it (default from preset)")
@@ -133,6 +135,9 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	}
 	if fl.Changed("keys") {
 		cfg.Keys = f.keys
+	}
+	if fl.Changed("one-txn-keys") {
+		cfg.OneTxnKeys = f.oneTxnKeys
 	}
 	if fl.Changed("reads") {
 		cfg.Reads = f.reads

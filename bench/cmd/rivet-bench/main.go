@@ -39,6 +39,7 @@ func run(args []string) error {
 	var size bench.Size
 	fs.Var(&size, "size", "file size the fragmented workload grows to, e.g. 256MiB, 1GiB (default from preset)")
 	keys := fs.Int("keys", 0, "keys of bulk-load and random-reads (default from preset)")
+	oneTxnKeys := fs.Int("one-txn-keys", 0, "keys of bulk-load's single-transaction loads; 0 = --keys (default from preset)")
 	reads := fs.Int("reads", 0, "random Gets per goroutine setting (default from preset)")
 	commits := fs.Int("commits", 0, "one-key commits of durable-writes, cap of the fragmented loop (default from preset)")
 	duration := fs.Duration("duration", 0, "time cap of the commit loops; concurrent-durable runs each setting, and mode-latency its loop, for a quarter of it (default from preset)")
@@ -81,6 +82,8 @@ func run(args []string) error {
 			cfg.Size = size
 		case "keys":
 			cfg.Keys = *keys
+		case "one-txn-keys":
+			cfg.OneTxnKeys = *oneTxnKeys
 		case "reads":
 			cfg.Reads = *reads
 		case "commits":
