@@ -95,6 +95,12 @@ type DB struct {
 	// garbage as soon as it is written.
 	treeRuns  []btree.Run
 	pagerRuns []pager.Run
+	// sparePages are page buffers of written runs kept for the next write
+	// transaction's nodes (btree.Env.SparePages), at most maxSparePages;
+	// metaBuf is the buffer every sync point encodes its meta into. Both
+	// guarded by writer.
+	sparePages [][]byte
+	metaBuf    []byte
 
 	// space is the free-space map. spaceMu serialises calls into it: the
 	// writer's, and the sync leader's SyncDone, which runs without writer.
@@ -295,12 +301,26 @@ func (db *DB) endRW(tx *Tx, committed bool) {
 }
 
 // releaseRuns takes back the run lists of the write transaction tx, which
-// is ending, for the next one, and drops their references to the page
-// buffers: a commit has written them by now, a rollback never will. The
-// caller holds the writer lock.
+// is ending, for the next one, keeps up to maxSparePages single-page
+// buffers for reuse, and drops the other references to page buffers: a
+// commit has written them by now, a rollback never will. The caller holds
+// the writer lock.
 func (db *DB) releaseRuns(tx *Tx) {
 	runs := tx.env.Runs
 	tx.env.Runs = nil
+	// Page-sized buffers go back to the spare list for the next write
+	// transaction's nodes: a one-key commit then allocates no page buffer.
+	spare := tx.env.SparePages
+	tx.env.SparePages = nil
+	for _, r := range runs {
+		if len(spare) >= maxSparePages {
+			break
+		}
+		if len(r.Data) == db.pageSize {
+			spare = append(spare, r.Data)
+		}
+	}
+	db.sparePages = spare
 	clear(runs)
 	db.treeRuns = keepRuns(runs)
 	clear(db.pagerRuns)
@@ -311,6 +331,11 @@ func (db *DB) releaseRuns(tx *Tx) {
 // one-key commit spills a handful of runs, while a bulk load's hundreds of
 // thousands would otherwise stay allocated for the life of the DB.
 const maxKeptRuns = 1024
+
+// maxSparePages bounds the page buffers kept for reuse between write
+// transactions (128 KiB at 4 KiB pages): enough for the nodes of a small
+// commit, nothing a bulk load could inflate.
+const maxSparePages = 32
 
 // keepRuns returns runs emptied for reuse, or nil if it is too large to keep.
 func keepRuns[R any](runs []R) []R {
@@ -440,6 +465,9 @@ func (db *DB) Close() error {
 	}
 	db.writer.Lock()
 	defer db.writer.Unlock()
+	if first == nil && !db.readOnly && !db.isClosed() && db.latchedErr() == nil {
+		first = db.writeCleanMeta()
+	}
 	db.mu.Lock()
 	if db.closed {
 		db.mu.Unlock()

@@ -78,6 +78,7 @@ func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {
 		// The writer lock is held: the DB's run list is free until this
 		// transaction ends (DB.releaseRuns).
 		tx.env.Runs = db.treeRuns[:0]
+		tx.env.SparePages, db.sparePages = db.sparePages, nil
 	}
 	tx.root = &tx.rootStore
 	tx.rootStore = Bucket{tx: tx, FillPercent: DefaultFillPercent, isRoot: true}

@@ -55,6 +55,11 @@ type Env struct {
 	Txid uint64
 	// Alloc is nil for read transactions.
 	Alloc Allocator
+	// SparePages holds page-sized buffers that Spill may encode
+	// single-page nodes into instead of allocating new ones; the DB refills
+	// it with the buffers of runs it has written. Every node encoder
+	// overwrites the whole buffer, so nothing of a buffer's last use leaks.
+	SparePages [][]byte
 	// Runs collects the runs spilled by the transaction, to be written at commit.
 	Runs []Run
 	// Err is the first corruption met; sticky.

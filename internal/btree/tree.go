@@ -483,7 +483,14 @@ func (t *Tree) write(n *node) (page.Ref, error) {
 	if err != nil {
 		return page.Ref{}, err
 	}
-	buf := make([]byte, pages*uint64(ps))
+	var buf []byte
+	if k := len(t.env.SparePages); pages == 1 && k > 0 {
+		buf = t.env.SparePages[k-1]
+		t.env.SparePages[k-1] = nil
+		t.env.SparePages = t.env.SparePages[:k-1]
+	} else {
+		buf = make([]byte, pages*uint64(ps))
+	}
 	if n.leaf {
 		page.EncodeLeafFunc(buf, ps, id, t.env.Txid, len(n.inodes), func(i int) (uint32, []byte, []byte) {
 			in := &n.inodes[i]
