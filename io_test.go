@@ -119,7 +119,12 @@ func TestOneKeyCommitIO(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reads := diffCounts(cfs.Snapshot(), before).ReadBytes / 4096
+		c := diffCounts(cfs.Snapshot(), before)
+		reads := c.ReadBytes / 4096
+		// The file was closed cleanly: nothing to make durable at Open.
+		if c.SyncCalls() != 0 {
+			t.Errorf("Open after a clean Close flushed %d times, want 0", c.SyncCalls())
+		}
 		if err := d.Close(); err != nil {
 			t.Fatal(err)
 		}

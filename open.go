@@ -203,9 +203,15 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	db.spaceStats = space.Stats()
 	if !db.readOnly {
 		// The state may have been recovered from the page cache after a
-		// process crash: make it durable before anything builds on it.
-		if err := db.pager.Sync(vfs.SyncData); err != nil {
-			return err
+		// process crash: make it durable before anything builds on it. A
+		// clean-close meta (txid == steady, see writeCleanMeta) needs no
+		// flush: Close wrote it only after the state it describes was
+		// durable, and if the meta itself was not, the previous one
+		// describes the same state.
+		if meta.Txid != meta.Steady {
+			if err := db.pager.Sync(vfs.SyncData); err != nil {
+				return err
+			}
 		}
 		if d := db.durability(); d.mode == modePeriodic {
 			db.bgStop = make(chan struct{})
