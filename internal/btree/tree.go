@@ -442,13 +442,21 @@ func (t *Tree) split(n *node) []*node {
 	all := n.inodes
 	start := 0
 	size := page.HeaderSize
+	// rest is the encoded size of a node holding all[start:]. A part is
+	// cut off only while that does not fit one page: once the remainder
+	// fits, it stays whole. Cutting at the threshold regardless left a
+	// node of 1.05 pages as three (half, half and a sliver), which made
+	// random inserts write and keep 1.76x bbolt's pages (bench bulk-load,
+	// 1M random keys in 1,000-key txns: 369 MiB against 209 MiB).
+	rest := n.size()
 	for i := range all {
 		el := es + len(all[i].key) + n.valueSize(i)
 		remaining := len(all) - i
-		if i-start >= n.minKeys() && remaining >= n.minKeys() && size+el > threshold {
+		if rest > ps && i-start >= n.minKeys() && remaining >= n.minKeys() && size+el > threshold {
 			part := &node{tree: t, leaf: n.leaf, inodes: all[start:i:i]}
 			parts = append(parts, part)
 			start = i
+			rest -= size - page.HeaderSize
 			size = page.HeaderSize
 		}
 		size += el
