@@ -16,7 +16,6 @@ import (
 	"flag"
 	"fmt"
 	"html"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,25 +31,46 @@ func main() {
 	}
 }
 
+// readReport decodes the bench JSON report at path.
+func readReport(path string) (*bench.Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var r bench.Report
+	if err := json.NewDecoder(f).Decode(&r); err != nil {
+		return nil, fmt.Errorf("reading report %s: %w", path, err)
+	}
+	return &r, nil
+}
+
 func run(args []string) error {
 	fs := flag.NewFlagSet("chart", flag.ContinueOnError)
-	in := fs.String("in", "", "bench JSON report (default stdin)")
+	in := fs.String("in", "", "bench JSON report, or several separated by commas whose results are merged (default stdin)")
 	out := fs.String("out", ".", "directory for bench-fragmented.svg and bench-open.svg")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var r io.Reader = os.Stdin
-	if *in != "" {
-		f, err := os.Open(*in)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		r = f
-	}
 	var rep bench.Report
-	if err := json.NewDecoder(r).Decode(&rep); err != nil {
-		return fmt.Errorf("reading report: %w", err)
+	if *in == "" {
+		if err := json.NewDecoder(os.Stdin).Decode(&rep); err != nil {
+			return fmt.Errorf("reading report: %w", err)
+		}
+	} else {
+		// A full run may be made in parts (one report per workload);
+		// their results are merged, the first report giving the rest.
+		for i, path := range strings.Split(*in, ",") {
+			part, err := readReport(path)
+			if err != nil {
+				return err
+			}
+			if i == 0 {
+				rep = *part
+			} else {
+				rep.Results = append(rep.Results, part.Results...)
+			}
+		}
 	}
 	charts := map[string][]panel{
 		"bench-fragmented.svg": fragmentedPanels(&rep),
