@@ -31,20 +31,6 @@ func main() {
 	}
 }
 
-// readReport decodes the bench JSON report at path.
-func readReport(path string) (*bench.Report, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var r bench.Report
-	if err := json.NewDecoder(f).Decode(&r); err != nil {
-		return nil, fmt.Errorf("reading report %s: %w", path, err)
-	}
-	return &r, nil
-}
-
 func run(args []string) error {
 	fs := flag.NewFlagSet("chart", flag.ContinueOnError)
 	in := fs.String("in", "", "bench JSON report, or several separated by commas whose results are merged (default stdin)")
@@ -61,7 +47,7 @@ func run(args []string) error {
 		// A full run may be made in parts (one report per workload);
 		// their results are merged, the first report giving the rest.
 		for i, path := range strings.Split(*in, ",") {
-			part, err := readReport(path)
+			part, err := bench.ReadReport(path)
 			if err != nil {
 				return err
 			}

@@ -12,7 +12,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -63,7 +62,7 @@ func main() {
 	rows := map[key]bench.Result{}
 	var cfgs []string
 	for _, path := range os.Args[1:] {
-		r, err := readReport(path)
+		r, err := bench.ReadReport(path)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -74,19 +73,6 @@ func main() {
 		}
 	}
 	writeTable(os.Stdout, rows, cfgs)
-}
-
-func readReport(path string) (*bench.Report, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var r bench.Report
-	if err := json.NewDecoder(f).Decode(&r); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &r, nil
 }
 
 func writeTable(w io.Writer, rows map[key]bench.Result, cfgs []string) {
