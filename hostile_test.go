@@ -903,3 +903,64 @@ func TestForgeCRC(t *testing.T) {
 		}
 	}
 }
+
+// (k) A forged free-space delta in the newest meta (format 2): a run that
+// frees a page the tree still uses, and a run that marks as used a page its
+// region map already has in use. Neither may panic: Check reports both, and
+// the second is ErrCorrupt as soon as the region is loaded.
+func TestHostileMetaDelta(t *testing.T) {
+	for _, free := range []bool{true, false} {
+		path, img := hostileDB(t)
+		h := newHimg(t, img)
+		m := h.meta()
+		victim := h.bucketRoot("b") // live, so in use in the map
+		// Insert the run in order, dropping runs that touch it, and mark
+		// no region changed, so the run is structurally valid.
+		var delta []page.DeltaRun
+		added := false
+		for _, d := range m.Delta {
+			if victim >= d.ID && victim < d.ID+d.N {
+				continue
+			}
+			if !added && d.ID > victim {
+				delta = append(delta, page.DeltaRun{ID: victim, N: 1, Free: free})
+				added = true
+			}
+			delta = append(delta, d)
+		}
+		if !added {
+			delta = append(delta, page.DeltaRun{ID: victim, N: 1, Free: free})
+		}
+		m.Delta = delta
+		clear(m.Changed)
+		page.EncodeMeta(h.pg(page.ID(h.mid)), m)
+		h.write(path)
+
+		db, err := Open(path, 0o600, &Options{Timeout: time.Second})
+		if err != nil {
+			t.Fatalf("free %t: Open: %v (the delta is only checked against the map when a region loads)", free, err)
+		}
+		var problems []error
+		_ = db.View(func(tx *Tx) error {
+			for err := range tx.Check() {
+				problems = append(problems, err)
+			}
+			return nil
+		})
+		if len(problems) == 0 {
+			t.Errorf("free %t (page %d): Check found nothing", free, victim)
+		}
+		for _, p := range problems {
+			if !classified(p) {
+				t.Errorf("free %t: unclassified problem %v", free, p)
+			}
+		}
+		err = db.Update(func(tx *Tx) error {
+			return tx.Bucket([]byte("b")).Put([]byte("new"), []byte("value"))
+		})
+		if !free && !errors.Is(err, rerrors.ErrCorrupt) {
+			t.Errorf("run marking a used page used: Update = %v, want ErrCorrupt", err)
+		}
+		_ = db.Close()
+	}
+}
