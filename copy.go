@@ -1,26 +1,69 @@
 package rivet
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/rivetkv/rivet/internal/btree"
 	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/internal/spacemap"
+	"github.com/rivetkv/rivet/internal/vfs"
 )
 
-// WriteTo writes a consistent copy of the state the transaction sees to w,
-// as a complete database file, without blocking writers (a hot backup).
+// WriteTo writes the state the transaction sees to w as a complete
+// database file, without blocking writers (a hot backup), and returns the
+// bytes written: always tx.Size() on success.
 //
-// The copy holds the reachable pages byte for byte; every other page is
-// written as zeros, and the free-space maps are rebuilt from the tree, since
-// the maps on disk may already describe a newer state than the snapshot.
+// The copy is a file rivet itself could have written (docs/design.md §6,
+// invariant 8): every page the state reaches is copied byte for byte, every
+// other page is written as zeros, and the free-space maps and both metas are
+// built anew from the reachable pages, so every meta field agrees with every
+// map page it names. Nothing of the source file's free-space bookkeeping —
+// map slots, selector, delta — is copied: later sync points may already
+// have rewritten those for newer states. Every copied run's checksum is
+// verified against its parent's record on the way, so a backup of a damaged
+// file fails with ErrCorrupt instead of copying the damage.
+//
+// The metas are the first two pages written, as in bbolt; an error writing
+// one is returned as "meta N copy: ...". CopyFile writes them last instead,
+// so that a crash while it copies never leaves a file that opens.
 func (tx *Tx) WriteTo(w io.Writer) (n int64, err error) {
+	img, err := tx.copyImage()
+	if err != nil {
+		return 0, err
+	}
+	for i := 0; i < 2; i++ {
+		m, err := w.Write(img.meta)
+		n += int64(m)
+		if err != nil {
+			return n, fmt.Errorf("meta %d copy: %w", i, err)
+		}
+	}
+	m, err := img.writeData(w)
+	return n + m, err
+}
+
+// copyImage is the file image of a transaction's state as a database of its
+// own (see WriteTo).
+type copyImage struct {
+	pageSize int
+	hwm      uint64
+	data     []byte   // the transaction's mapping: the reachable pages
+	live     []uint64 // bit p set: page p is reachable from the root
+	space    *spacemap.Standalone
+	meta     []byte // the encoded meta, for both meta slots
+}
+
+// copyImage walks the transaction's state and builds its image.
+func (tx *Tx) copyImage() (*copyImage, error) {
 	if tx.db == nil {
-		return 0, ErrTxClosed
+		return nil, ErrTxClosed
 	}
 	ps := tx.env.PageSize
-	hwm := tx.meta.HWM
+	snap := tx.meta
+	hwm := snap.HWM
 	data := tx.env.Data
 	live := make([]uint64, (hwm+63)/64)
 	walker := btree.Walker{
@@ -31,9 +74,10 @@ func (tx *Tx) WriteTo(w io.Writer) (n int64, err error) {
 			}
 			return data[id*uint64(ps) : end], nil
 		},
-		PageSize: ps,
-		HWM:      hwm,
-		All:      true,
+		PageSize:        ps,
+		HWM:             hwm,
+		All:             true,
+		VerifyChecksums: true,
 		Visit: func(id page.ID, n uint64, _ page.Type) error {
 			for p := id; p < id+n; p++ {
 				if live[p/64]&(1<<(p%64)) != 0 {
@@ -44,60 +88,72 @@ func (tx *Tx) WriteTo(w io.Writer) (n int64, err error) {
 			return nil
 		},
 	}
-	if err := walker.Walk(tx.meta.Root); err != nil {
-		return 0, err
+	if err := walker.Walk(snap.Root); err != nil {
+		return nil, err
 	}
-
-	rp := page.RegionPages(ps)
-	regions := tx.meta.RegionCount()
-	meta := *tx.meta
-	meta.Steady = meta.Txid
-	meta.Selector = make([]byte, page.BitmapLen(regions))
-	meta.Changed = make([]byte, page.BitmapLen(regions))
-	var freeCount uint64
-	maps := make([][]byte, regions)
-	for r := uint64(0); r < regions; r++ {
-		words := make([]uint64, rp/64)
-		first := page.RegionFirstData(ps, r)
-		for p := first; p < (r+1)*rp && p < hwm; p++ {
-			if live[p/64]&(1<<(p%64)) == 0 {
-				i := p - r*rp
-				words[i/64] |= 1 << (i % 64)
-				freeCount++
-			}
-		}
-		maps[r] = make([]byte, ps)
-		page.EncodeRegionMap(maps[r], ps, page.MapSlot(ps, r, 0), meta.Txid, words)
+	space, err := spacemap.NewStandalone(ps, hwm, snap.Txid, live)
+	if err != nil {
+		return nil, err
 	}
-	meta.FreePages = freeCount
-	meta.FirstFreeRegion = 0
-	metaBuf := make([]byte, ps)
-	page.EncodeMeta(metaBuf, &meta)
+	// Built field by field, not copied from the snapshot's meta: every field
+	// of the source meta that describes the source's map slots (selector,
+	// changed, delta, free count, hint) would be wrong here, and so would
+	// any such field a later format adds.
+	meta := page.Meta{
+		PageSize:        ps,
+		Txid:            snap.Txid,
+		Steady:          snap.Txid, // nothing for recovery to verify
+		HWM:             hwm,
+		Root:            snap.Root,
+		RegionPages:     page.RegionPages(ps),
+		FreePages:       space.FreePages,
+		FirstFreeRegion: space.FirstFreeRegion,
+		Selector:        space.Selector,
+		Changed:         space.Changed,
+	}
+	buf := make([]byte, ps)
+	page.EncodeMeta(buf, &meta)
+	if _, err := page.DecodeMeta(0, buf); err != nil {
+		return nil, fmt.Errorf("rivet: the copy's meta does not validate: %w", err)
+	}
+	return &copyImage{pageSize: ps, hwm: hwm, data: data, live: live, space: space, meta: buf}, nil
+}
 
+// writeData writes pages [2, hwm) of the image to w, which stands at the
+// offset of page 2, in writes of up to copyChunk bytes.
+func (img *copyImage) writeData(w io.Writer) (int64, error) {
+	ps := img.pageSize
+	bw := bufio.NewWriterSize(w, copyChunk)
+	var n int64
 	zero := make([]byte, ps)
-	for p := uint64(0); p < hwm; p++ {
+	mapBuf := make([]byte, ps)
+	words := make([]uint64, page.RegionMapWords(ps))
+	for p := uint64(2); p < img.hwm; p++ {
 		var buf []byte
-		r := p / rp
-		switch {
-		case p < 2:
-			buf = metaBuf
-		case p == page.MapSlot(ps, r, 0):
-			buf = maps[r]
-		case p == page.MapSlot(ps, r, 1):
+		if slot, ok := img.space.IsMapSlot(p); ok {
 			buf = zero
-		case live[p/64]&(1<<(p%64)) != 0:
-			buf = data[p*uint64(ps) : (p+1)*uint64(ps)]
-		default:
+			if slot == 0 {
+				img.space.EncodeMap(p/page.RegionPages(ps), mapBuf, words)
+				buf = mapBuf
+			}
+		} else if img.live[p/64]&(1<<(p%64)) != 0 {
+			buf = img.data[p*uint64(ps) : (p+1)*uint64(ps)]
+		} else {
 			buf = zero
 		}
-		m, err := w.Write(buf)
-		n += int64(m)
-		if err != nil {
-			return n, err
+		if _, err := bw.Write(buf); err != nil {
+			return n - int64(bw.Buffered()), err
 		}
+		n += int64(ps)
+	}
+	if err := bw.Flush(); err != nil {
+		return n - int64(bw.Buffered()), err
 	}
 	return n, nil
 }
+
+// copyChunk is the largest write WriteTo and CopyFile issue.
+const copyChunk = 1 << 20
 
 // Copy writes the database to w.
 //
@@ -107,22 +163,64 @@ func (tx *Tx) Copy(w io.Writer) error {
 	return err
 }
 
-// CopyFile writes a consistent copy of the database to the file at path,
-// flushed before it returns.
+// CopyFile writes a consistent copy of the state the transaction sees to
+// the file at path (created with mode, or truncated), flushed before it
+// returns. It flushes the truncation, writes every page but the metas,
+// flushes, and only then writes and flushes the two metas, so a crash or
+// an error while copying leaves a file without a valid meta, which Open
+// refuses with ErrInvalid — never one that opens with pages missing, nor an
+// earlier copy at path with some of its pages overwritten.
 func (tx *Tx) CopyFile(path string, mode os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, mode)
+	return tx.copyFile(vfs.OS(), path, mode)
+}
+
+func (tx *Tx) copyFile(fs vfs.FS, path string, mode os.FileMode) error {
+	img, err := tx.copyImage()
 	if err != nil {
 		return err
 	}
-	if _, err := tx.WriteTo(f); err != nil {
-		_ = f.Close()
+	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
+	ps := int64(img.pageSize)
+	err = func() error {
+		// The old file's metas must be gone before any new page lands.
+		if err := f.Sync(vfs.SyncData); err != nil {
+			return err
+		}
+		if _, err := img.writeData(&offsetWriter{f: f, off: 2 * ps}); err != nil {
+			return err
+		}
+		if err := f.Sync(vfs.SyncData); err != nil {
+			return err
+		}
+		for i := int64(0); i < 2; i++ {
+			if _, err := f.WriteAt(img.meta, i*ps); err != nil {
+				return fmt.Errorf("meta %d copy: %w", i, err)
+			}
+		}
+		return f.Sync(vfs.SyncData)
+	}()
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return f.Close()
+	if err == nil {
+		syncDir(fs, path)
+	}
+	return err
+}
+
+// offsetWriter turns WriteAt into sequential writes from off.
+type offsetWriter struct {
+	f   vfs.File
+	off int64
+}
+
+func (w *offsetWriter) Write(p []byte) (int, error) {
+	n, err := w.f.WriteAt(p, w.off)
+	w.off += int64(n)
+	return n, err
 }
 
 // Compact copies every bucket and key of src into dst, committing whenever

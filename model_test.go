@@ -194,90 +194,8 @@ func TestModelRandomized(t *testing.T) {
 		next := model.clone()
 		rollback := rng.Intn(10) == 0
 		err := db.Update(func(tx *Tx) error {
-			ops := 1 + rng.Intn(60)
-			for j := 0; j < ops; j++ {
-				b, mb := pickBucket(rng, tx, next)
-				switch r := rng.Intn(100); {
-				case r < 50:
-					k, v := randKey(rng, 300), randValue(rng, db.pageSize)
-					if _, isBucket := mb.sub[string(k)]; isBucket {
-						if err := b.Put(k, v); err != ErrIncompatibleValue {
-							return fmt.Errorf("put over bucket: %v", err)
-						}
-						continue
-					}
-					tracef(t, "put %q (%d bytes) in %q", k, len(v), b.name)
-					if err := b.Put(k, v); err != nil {
-						return err
-					}
-					mb.kv[string(k)] = v
-				case r < 75:
-					k := randKey(rng, 300)
-					if _, isBucket := mb.sub[string(k)]; isBucket {
-						continue
-					}
-					tracef(t, "delete %q in %q", k, b.name)
-					if err := b.Delete(k); err != nil {
-						return err
-					}
-					delete(mb.kv, string(k))
-				case r < 82:
-					// Delete while iterating: drop every other key.
-					c := b.Cursor()
-					n := 0
-					for k, v := c.First(); k != nil; k, v = c.Next() {
-						if v != nil && n%2 == 0 {
-							tracef(t, "cursor delete %q in %q", k, b.name)
-							if err := c.Delete(); err != nil {
-								return err
-							}
-							delete(mb.kv, string(k))
-						}
-						n++
-						if n > 40 {
-							break
-						}
-					}
-				case r < 88:
-					name := []byte(fmt.Sprintf("b%d", rng.Intn(12)))
-					if _, ok := mb.kv[string(name)]; ok {
-						continue
-					}
-					tracef(t, "create bucket %q in %q", name, b.name)
-					nb, err := b.CreateBucketIfNotExists(name)
-					if err != nil {
-						return err
-					}
-					if _, ok := mb.sub[string(name)]; !ok {
-						mb.sub[string(name)] = newMBucket()
-					}
-					if rng.Intn(2) == 0 {
-						s, err := nb.NextSequence()
-						if err != nil {
-							return err
-						}
-						mb.sub[string(name)].seq = s
-					}
-				case r < 91:
-					if len(mb.sub) == 0 {
-						continue
-					}
-					name := pickName(rng, mb.sub)
-					tracef(t, "delete bucket %q in %q", name, b.name)
-					if err := b.DeleteBucket([]byte(name)); err != nil {
-						return fmt.Errorf("delete bucket %q: %w", name, err)
-					}
-					delete(mb.sub, name)
-				default:
-					// Read back something just written.
-					if len(mb.kv) > 0 {
-						k := pickName(rng, mb.kv)
-						if got := b.Get([]byte(k)); !bytes.Equal(got, mb.kv[k]) || got == nil {
-							rv, rf, rfound := b.tree.Get([]byte(k))
-							return fmt.Errorf("in-txn Get(%q): %d bytes, want %d (tx err %v; tree: found %t flags %x len %d)", k, len(got), len(mb.kv[k]), tx.Err(), rfound, rf, len(rv))
-						}
-					}
-				}
+			if err := randomOps(t, rng, tx, next, 1+rng.Intn(60), db.pageSize); err != nil {
+				return err
 			}
 			if rollback {
 				return errRollback
@@ -303,6 +221,98 @@ func TestModelRandomized(t *testing.T) {
 			mustCheck(t, db.DB)
 		}
 	}
+}
+
+// randomOps applies ops random operations to the write transaction tx and
+// the same changes to the model m: puts (blobs included), deletes, deletes
+// while iterating, bucket creation and deletion with sequences, and
+// read-backs of what the transaction wrote.
+func randomOps(t *testing.T, rng *rand.Rand, tx *Tx, next *mbucket, ops, pageSize int) error {
+	for j := 0; j < ops; j++ {
+		b, mb := pickBucket(rng, tx, next)
+		switch r := rng.Intn(100); {
+		case r < 50:
+			k, v := randKey(rng, 300), randValue(rng, pageSize)
+			if _, isBucket := mb.sub[string(k)]; isBucket {
+				if err := b.Put(k, v); err != ErrIncompatibleValue {
+					return fmt.Errorf("put over bucket: %v", err)
+				}
+				continue
+			}
+			tracef(t, "put %q (%d bytes) in %q", k, len(v), b.name)
+			if err := b.Put(k, v); err != nil {
+				return err
+			}
+			mb.kv[string(k)] = v
+		case r < 75:
+			k := randKey(rng, 300)
+			if _, isBucket := mb.sub[string(k)]; isBucket {
+				continue
+			}
+			tracef(t, "delete %q in %q", k, b.name)
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+			delete(mb.kv, string(k))
+		case r < 82:
+			// Delete while iterating: drop every other key.
+			c := b.Cursor()
+			n := 0
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				if v != nil && n%2 == 0 {
+					tracef(t, "cursor delete %q in %q", k, b.name)
+					if err := c.Delete(); err != nil {
+						return err
+					}
+					delete(mb.kv, string(k))
+				}
+				n++
+				if n > 40 {
+					break
+				}
+			}
+		case r < 88:
+			name := []byte(fmt.Sprintf("b%d", rng.Intn(12)))
+			if _, ok := mb.kv[string(name)]; ok {
+				continue
+			}
+			tracef(t, "create bucket %q in %q", name, b.name)
+			nb, err := b.CreateBucketIfNotExists(name)
+			if err != nil {
+				return err
+			}
+			if _, ok := mb.sub[string(name)]; !ok {
+				mb.sub[string(name)] = newMBucket()
+			}
+			if rng.Intn(2) == 0 {
+				s, err := nb.NextSequence()
+				if err != nil {
+					return err
+				}
+				mb.sub[string(name)].seq = s
+			}
+		case r < 91:
+			if len(mb.sub) == 0 {
+				continue
+			}
+			name := pickName(rng, mb.sub)
+			tracef(t, "delete bucket %q in %q", name, b.name)
+			if err := b.DeleteBucket([]byte(name)); err != nil {
+				return fmt.Errorf("delete bucket %q: %w", name, err)
+			}
+			delete(mb.sub, name)
+		default:
+			// Read back something just written.
+			if len(mb.kv) > 0 {
+				k := pickName(rng, mb.kv)
+				if got := b.Get([]byte(k)); !bytes.Equal(got, mb.kv[k]) || got == nil {
+					rv, rf, rfound := b.tree.Get([]byte(k))
+					return fmt.Errorf("in-txn Get(%q): %d bytes, want %d (tx err %v; tree: found %t flags %x len %d)", k, len(got), len(mb.kv[k]), tx.Err(), rfound, rf, len(rv))
+				}
+			}
+		}
+	}
+	return nil
 }
 
 var errRollback = fmt.Errorf("test: roll back")
