@@ -5,15 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STATICCHECK_VERSION=2026.2.2
+# staticcheck 2026.2.2 is module version v0.8.2; the proxy serves only the
+# module version, so install by that and check the release name.
+STATICCHECK_RELEASE=2026.2.2
+STATICCHECK_VERSION=v0.8.2
 FUZZTIME=${FUZZTIME:-10s}
 step() { printf '\n=== %s\n' "$*"; }
 
 step "toolchain"
 go version
 
-step "install staticcheck ${STATICCHECK_VERSION}"
-if ! command -v staticcheck >/dev/null 2>&1 || ! staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_VERSION}"; then
+step "install staticcheck ${STATICCHECK_RELEASE} (${STATICCHECK_VERSION})"
+if ! command -v staticcheck >/dev/null 2>&1 || ! staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_RELEASE}"; then
   GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
 fi
 export PATH="$(go env GOPATH)/bin:${PATH}"
