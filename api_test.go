@@ -113,7 +113,7 @@ func TestClosedAndReadOnlyDB(t *testing.T) {
 	}
 	path := db.Path()
 	db.checkAndClose()
-	if _, err := (&DB{readers: map[uint64]int{}, closed: true}).Begin(false); !errors.Is(err, rerrors.ErrDatabaseNotOpen) {
+	if _, err := (&DB{}).Begin(false); !errors.Is(err, rerrors.ErrDatabaseNotOpen) {
 		t.Errorf("begin on closed db: %v", err)
 	}
 	ro, err := Open(path, 0o600, &Options{ReadOnly: true})

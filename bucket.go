@@ -31,20 +31,29 @@ type Bucket struct {
 func (b *Bucket) Tx() *Tx { return b.tx }
 
 // Writable reports whether the bucket belongs to a write transaction.
-func (b *Bucket) Writable() bool { return b.tx.writable }
+func (b *Bucket) Writable() bool { return b.tx != nil && b.tx.writable }
 
 // Root returns the id of the bucket tree's root page (0 for an empty bucket).
-func (b *Bucket) Root() Pgid { return Pgid(b.tree.Root().ID) }
+func (b *Bucket) Root() Pgid {
+	if b.tree == nil {
+		return 0
+	}
+	return Pgid(b.tree.Root().ID)
+}
+
+// ended reports whether the bucket's transaction has ended (or the bucket
+// is a zero Bucket): its methods then return ErrTxClosed, or nil.
+func (b *Bucket) ended() bool { return b == nil || b.tx.ended() }
 
 func (b *Bucket) checkOpen() error {
-	if b.tx.db == nil {
+	if b.ended() {
 		return ErrTxClosed
 	}
 	return nil
 }
 
 func (b *Bucket) checkWrite() error {
-	if b.tx.db == nil {
+	if b.ended() {
 		return ErrTxClosed
 	}
 	if !b.tx.writable {
@@ -55,7 +64,7 @@ func (b *Bucket) checkWrite() error {
 
 // Bucket returns the nested bucket name, or nil if there is none.
 func (b *Bucket) Bucket(name []byte) *Bucket {
-	if b.tx.db == nil {
+	if b.ended() {
 		return nil
 	}
 	if c := b.buckets.get(name); c != nil {
@@ -212,19 +221,21 @@ func (b *Bucket) detach() {
 }
 
 // MoveBucket moves the nested bucket name from b into dst, keeping its
-// contents.
+// contents and any changes made to it earlier in the transaction. Errors,
+// in bbolt's order: ErrTxClosed if either bucket's transaction has ended,
+// ErrTxNotWritable if either is read-only, ErrDifferentDB if they belong
+// to different transactions, ErrBucketNotFound or ErrIncompatibleValue if
+// name is not a nested bucket of b, ErrSameBuckets if b is dst, and
+// ErrBucketExists or ErrIncompatibleValue if dst already has the key.
 func (b *Bucket) MoveBucket(name []byte, dst *Bucket) error {
-	if err := b.checkWrite(); err != nil {
-		return err
-	}
-	if dst == nil || dst.tx.db == nil {
+	if b.ended() || dst.ended() {
 		return ErrTxClosed
 	}
-	if dst.tx.db != b.tx.db {
-		return errDifferentDB
+	if !b.tx.writable || !dst.tx.writable {
+		return ErrTxNotWritable
 	}
 	if dst.tx != b.tx {
-		return fmt.Errorf("rivet: MoveBucket across transactions")
+		return errDifferentDB
 	}
 	v, err := b.childRecord(name)
 	if err != nil {
@@ -265,7 +276,7 @@ func (b *Bucket) MoveBucket(name []byte, dst *Bucket) error {
 // Get returns the value of key, or nil if the key does not exist or names
 // a nested bucket. The value is valid only for the life of the transaction.
 func (b *Bucket) Get(key []byte) []byte {
-	if b.tx.db == nil {
+	if b.ended() {
 		return nil
 	}
 	v, flags, found := b.tree.Get(key)

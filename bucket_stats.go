@@ -9,7 +9,7 @@ import (
 // the last commit (changes of a write transaction count once committed).
 func (b *Bucket) Stats() BucketStats {
 	var s BucketStats
-	if b.tx.db == nil {
+	if b.ended() {
 		return s
 	}
 	// seen makes the walk visit each run once: on a corrupt file whose
@@ -118,17 +118,23 @@ type BucketStructure struct {
 }
 
 // Inspect returns the structure of the bucket: its nested buckets and the
-// number of plain keys in each.
+// number of plain keys in each. As in bbolt, the bucket Inspect is called
+// on is named "root" and its nested buckets by their keys. An ended
+// transaction's bucket yields an empty "root".
 func (b *Bucket) Inspect() BucketStructure {
-	bs := BucketStructure{Name: string(b.name)}
-	if b.isRoot {
-		bs.Name = "root"
+	return b.inspect("root")
+}
+
+func (b *Bucket) inspect(name string) BucketStructure {
+	bs := BucketStructure{Name: name}
+	if b.ended() {
+		return bs
 	}
 	c := b.tree.Cursor()
 	for k, _, flags, ok := c.First(); ok; k, _, flags, ok = c.Next() {
 		if flags == page.FlagBucket {
 			if child := b.Bucket(k); child != nil {
-				bs.Children = append(bs.Children, child.Inspect())
+				bs.Children = append(bs.Children, child.inspect(string(k)))
 			}
 			continue
 		}
@@ -137,5 +143,11 @@ func (b *Bucket) Inspect() BucketStructure {
 	return bs
 }
 
-// Inspect returns the structure of the whole database.
-func (tx *Tx) Inspect() BucketStructure { return tx.root.Inspect() }
+// Inspect returns the structure of the whole database (empty once the
+// transaction has ended).
+func (tx *Tx) Inspect() BucketStructure {
+	if tx.ended() {
+		return BucketStructure{Name: "root"}
+	}
+	return tx.root.Inspect()
+}

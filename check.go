@@ -51,11 +51,22 @@ func WithPageId(id uint64) CheckOption { return func(c *checkConfig) { c.pageID 
 //
 // Problems are *errors.CorruptError values (errors.Is(err, ErrCorrupt))
 // naming the page and what is wrong.
+//
+// The check runs before Check returns, while the transaction is certainly
+// open; the channel only delivers its findings, so a caller that ends the
+// transaction before draining it reads nothing of a released snapshot. On
+// an ended transaction the channel delivers ErrTxClosed.
 func (tx *Tx) Check(options ...CheckOption) <-chan error {
+	var errs []error
+	if tx.ended() {
+		errs = []error{ErrTxClosed}
+	} else {
+		errs = tx.check()
+	}
 	ch := make(chan error)
 	go func() {
 		defer close(ch)
-		for _, err := range tx.check() {
+		for _, err := range errs {
 			ch <- err
 		}
 	}()

@@ -19,10 +19,10 @@ func (tx *Tx) Commit() error {
 	if tx.managed {
 		panic("managed tx commit not allowed")
 	}
-	db := tx.db
-	if db == nil {
+	if tx.ended() {
 		return ErrTxClosed
 	}
+	db := tx.db
 	if !tx.writable {
 		return ErrTxNotWritable
 	}

@@ -58,7 +58,7 @@ type copyImage struct {
 
 // copyImage walks the transaction's state and builds its image.
 func (tx *Tx) copyImage() (*copyImage, error) {
-	if tx.db == nil {
+	if tx.ended() {
 		return nil, ErrTxClosed
 	}
 	ps := tx.env.PageSize
@@ -316,4 +316,9 @@ func reopenPath(tx *Tx, b *Bucket) (*Bucket, error) {
 // Err returns the first corruption the transaction met in a method without
 // an error return (Get, cursor moves, Bucket), or nil. View, Update and
 // Commit return it too.
-func (tx *Tx) Err() error { return tx.env.Err }
+func (tx *Tx) Err() error {
+	if tx.env == nil {
+		return nil
+	}
+	return tx.env.Err
+}

@@ -16,8 +16,11 @@ type Cursor struct {
 }
 
 // Cursor returns a cursor over the bucket. It is valid while the
-// transaction is open.
+// transaction is open; once it has ended, every move returns nil.
 func (b *Bucket) Cursor() *Cursor {
+	if b.ended() {
+		return &Cursor{bucket: b}
+	}
 	c := &Cursor{bucket: b}
 	b.tree.InitCursor(&c.c)
 	return c
@@ -47,7 +50,9 @@ func (c *Cursor) ret(k, v []byte, flags uint32, ok bool) ([]byte, []byte) {
 	return k, v
 }
 
-func (c *Cursor) live() bool { return c.bucket.tx.db != nil }
+// live reports whether the cursor may move: it belongs to a bucket of an
+// open transaction (not a zero Cursor, nor one of an ended transaction).
+func (c *Cursor) live() bool { return c.bucket != nil && !c.bucket.ended() }
 
 // First moves to the first key and returns it with its value; nil, nil if
 // the bucket is empty.
@@ -113,6 +118,9 @@ func (c *Cursor) Seek(seek []byte) (key []byte, value []byte) {
 // Delete removes the key under the cursor. It fails with
 // ErrIncompatibleValue on a nested bucket (use DeleteBucket).
 func (c *Cursor) Delete() error {
+	if c.bucket == nil {
+		return ErrTxClosed
+	}
 	if err := c.bucket.checkWrite(); err != nil {
 		return err
 	}

@@ -76,9 +76,12 @@ type DB struct {
 	readers     map[uint64]int // snapshot txid -> open read transactions
 	openReaders int
 	readersGone *sync.Cond // signalled when openReaders drops to zero
-	closed      bool
-	stats       Stats
-	spaceStats  spacemap.Stats // copied after each commit, for Stats()
+	// opened is set once Open has made the DB usable and cleared by Close;
+	// a zero DB{} is not opened. Every method that needs the file checks
+	// it first and returns ErrDatabaseNotOpen.
+	opened     bool
+	stats      Stats
+	spaceStats spacemap.Stats // copied after each commit, for Stats()
 
 	latched error // first failed write or flush; refuses writes (guarded by mu)
 
@@ -169,8 +172,12 @@ type Info struct {
 	PageSize int
 }
 
-// Info returns low-level information about the database.
+// Info returns low-level information about the database. On a DB that is
+// not open, Data is 0.
 func (db *DB) Info() *Info {
+	if db.isClosed() {
+		return &Info{PageSize: db.pageSize}
+	}
 	v := db.pager.Acquire()
 	defer v.Release()
 	var addr uintptr
@@ -180,13 +187,17 @@ func (db *DB) Info() *Info {
 	return &Info{Data: addr, PageSize: db.pageSize}
 }
 
-// Stats returns a snapshot of the database's counters.
+// Stats returns a snapshot of the database's counters. After Close it
+// keeps returning the last values; on a DB never opened, zeros.
 func (db *DB) Stats() Stats {
 	db.mu.Lock()
 	s := db.stats
 	ss := db.spaceStats
 	s.OpenTxN = db.openReaders
 	db.mu.Unlock()
+	if db.pager == nil || db.pageSize == 0 {
+		return s
+	}
 	ps := db.pager.Stats()
 	s.PagesWritten = ps.PagesWritten
 	s.BytesWritten = ps.BytesWritten
@@ -226,7 +237,7 @@ func (db *DB) Begin(writable bool) (*Tx, error) {
 
 func (db *DB) beginRO() (*Tx, error) {
 	db.mu.Lock()
-	if db.closed {
+	if !db.opened {
 		db.mu.Unlock()
 		return nil, ErrDatabaseNotOpen
 	}
@@ -262,7 +273,7 @@ func (db *DB) beginRW() (*Tx, error) {
 	}
 	db.writer.Lock()
 	db.mu.Lock()
-	if db.closed {
+	if !db.opened {
 		db.mu.Unlock()
 		db.writer.Unlock()
 		return nil, ErrDatabaseNotOpen
@@ -444,15 +455,21 @@ func (db *DB) Sync() error {
 	return db.syncThrough(db.headTxid(), true)
 }
 
+// isClosed reports whether the DB is not open: closed, or never opened.
 func (db *DB) isClosed() bool {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	return db.closed
+	return !db.opened
 }
 
 // Close waits for open transactions to finish, makes everything committed
-// durable (whatever the durability mode), then releases the file.
+// durable (whatever the durability mode), then releases the file. Closing
+// a DB that is closed or was never opened does nothing and returns nil,
+// as in bbolt.
 func (db *DB) Close() error {
+	if db.isClosed() {
+		return nil
+	}
 	if db.bgStop != nil && !db.isClosed() {
 		close(db.bgStop)
 		<-db.bgDone
@@ -469,11 +486,11 @@ func (db *DB) Close() error {
 		first = db.writeCleanMeta()
 	}
 	db.mu.Lock()
-	if db.closed {
+	if !db.opened {
 		db.mu.Unlock()
 		return nil
 	}
-	db.closed = true
+	db.opened = false
 	for db.openReaders > 0 {
 		db.readersGone.Wait()
 	}

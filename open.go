@@ -213,6 +213,11 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 				return err
 			}
 		}
+	}
+	db.mu.Lock()
+	db.opened = true
+	db.mu.Unlock()
+	if !db.readOnly {
 		if d := db.durability(); d.mode == modePeriodic {
 			db.bgStop = make(chan struct{})
 			db.bgDone = make(chan struct{})

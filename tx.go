@@ -91,21 +91,35 @@ func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {
 // transaction sees, or the txid a write transaction will commit as.
 func (tx *Tx) ID() int { return int(tx.txid) }
 
+// ended reports whether the transaction has been committed or rolled back,
+// or is a zero Tx that never began. Methods of an ended transaction touch
+// nothing of its snapshot, whose memory map may be gone: they return
+// ErrTxClosed, or nil and zero values where bbolt's method has no error.
+func (tx *Tx) ended() bool { return tx == nil || tx.db == nil }
+
 // DB returns the database the transaction belongs to (nil once it ended).
 func (tx *Tx) DB() *DB { return tx.db }
 
-// Size returns the size in bytes of the database state the transaction sees.
-func (tx *Tx) Size() int64 { return int64(tx.meta.HWM) * int64(tx.dbPageSize()) }
-
-func (tx *Tx) dbPageSize() int { return tx.env.PageSize }
+// Size returns the size in bytes of the database state the transaction
+// sees (what WriteTo writes). It stays valid after the transaction ends; a
+// zero Tx has size 0.
+func (tx *Tx) Size() int64 {
+	if tx.meta == nil || tx.env == nil {
+		return 0
+	}
+	return int64(tx.meta.HWM) * int64(tx.env.PageSize)
+}
 
 // Writable reports whether the transaction can change the database.
 func (tx *Tx) Writable() bool { return tx.writable }
 
-// Stats returns the transaction's statistics so far.
+// Stats returns the transaction's statistics so far (its final ones once
+// it has ended).
 func (tx *Tx) Stats() TxStats {
 	s := tx.stats
-	tx.foldTreeStats(&s)
+	if !tx.ended() {
+		tx.foldTreeStats(&s)
+	}
 	return s
 }
 
@@ -123,24 +137,46 @@ func (tx *Tx) foldTreeStats(s *TxStats) {
 	s.IncSpillTime(time.Duration(es.SpillTime))
 }
 
-// Bucket returns the top-level bucket name, or nil if it does not exist.
-func (tx *Tx) Bucket(name []byte) *Bucket { return tx.root.Bucket(name) }
+// Bucket returns the top-level bucket name, or nil if it does not exist
+// (or the transaction has ended).
+func (tx *Tx) Bucket(name []byte) *Bucket {
+	if tx.ended() {
+		return nil
+	}
+	return tx.root.Bucket(name)
+}
 
 // CreateBucket creates a top-level bucket.
-func (tx *Tx) CreateBucket(name []byte) (*Bucket, error) { return tx.root.CreateBucket(name) }
+func (tx *Tx) CreateBucket(name []byte) (*Bucket, error) {
+	if tx.ended() {
+		return nil, ErrTxClosed
+	}
+	return tx.root.CreateBucket(name)
+}
 
 // CreateBucketIfNotExists creates a top-level bucket if it does not exist
 // and returns it.
 func (tx *Tx) CreateBucketIfNotExists(name []byte) (*Bucket, error) {
+	if tx.ended() {
+		return nil, ErrTxClosed
+	}
 	return tx.root.CreateBucketIfNotExists(name)
 }
 
 // DeleteBucket deletes a top-level bucket and everything in it.
-func (tx *Tx) DeleteBucket(name []byte) error { return tx.root.DeleteBucket(name) }
+func (tx *Tx) DeleteBucket(name []byte) error {
+	if tx.ended() {
+		return ErrTxClosed
+	}
+	return tx.root.DeleteBucket(name)
+}
 
 // MoveBucket moves the bucket child from src to dst; a nil src or dst means
-// the top level.
+// the top level. Its errors are MoveBucket's (see Bucket.MoveBucket).
 func (tx *Tx) MoveBucket(child []byte, src, dst *Bucket) error {
+	if tx.ended() {
+		return ErrTxClosed
+	}
 	if src == nil {
 		src = tx.root
 	}
@@ -152,13 +188,22 @@ func (tx *Tx) MoveBucket(child []byte, src, dst *Bucket) error {
 
 // ForEach calls fn for each top-level bucket, in name order.
 func (tx *Tx) ForEach(fn func(name []byte, b *Bucket) error) error {
+	if tx.ended() {
+		return ErrTxClosed
+	}
 	return tx.root.ForEachBucket(func(k []byte) error {
 		return fn(k, tx.root.Bucket(k))
 	})
 }
 
-// Cursor returns a cursor over the top-level buckets; values are nil.
-func (tx *Tx) Cursor() *Cursor { return tx.root.Cursor() }
+// Cursor returns a cursor over the top-level buckets; values are nil. The
+// cursor of an ended transaction returns nil from every move.
+func (tx *Tx) Cursor() *Cursor {
+	if tx.ended() {
+		return &Cursor{}
+	}
+	return tx.root.Cursor()
+}
 
 // OnCommit registers fn to run after the transaction commits successfully.
 func (tx *Tx) OnCommit(fn func()) { tx.onCommit = append(tx.onCommit, fn) }
@@ -169,7 +214,7 @@ func (tx *Tx) Rollback() error {
 	if tx.managed {
 		panic("managed tx rollback not allowed")
 	}
-	if tx.db == nil {
+	if tx.ended() {
 		return ErrTxClosed
 	}
 	tx.rollback()
