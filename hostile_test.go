@@ -964,3 +964,52 @@ func TestHostileMetaDelta(t *testing.T) {
 		_ = db.Close()
 	}
 }
+
+// TestOpenFileTooSmall cuts files shorter than page.MinPages pages (bbolt's
+// TestOpen_FileTooSmall): a fresh file whose meta 0 is still the creation
+// meta, and a file with data. Open must refuse them with ErrInvalid ("file
+// size too small"), writable or not, and leave the bytes alone — never
+// take the creation meta for an interrupted creation and start the file
+// again over what is left.
+func TestOpenFileTooSmall(t *testing.T) {
+	for _, withData := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "db")
+		db, err := Open(path, 0o600, &Options{PageSize: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if withData {
+			if err := db.Update(func(tx *Tx) error {
+				b, err := tx.CreateBucket([]byte("b"))
+				if err != nil {
+					return err
+				}
+				return b.Put([]byte("k"), []byte("v"))
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, pages := range []int64{1, 2, 3} {
+			if err := os.Truncate(path, pages*4096); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := os.ReadFile(path)
+			for _, ro := range []bool{false, true} {
+				db, err := Open(path, 0o600, &Options{ReadOnly: ro})
+				if err == nil {
+					_ = db.Close()
+					t.Fatalf("data %t, cut to %d pages, read-only %t: Open succeeded", withData, pages, ro)
+				}
+				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "file size too small") {
+					t.Errorf("data %t, cut to %d pages, read-only %t: %v, want ErrInvalid: file size too small", withData, pages, ro, err)
+				}
+				if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+					t.Fatalf("data %t, cut to %d pages: Open changed the file", withData, pages)
+				}
+			}
+		}
+	}
+}

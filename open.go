@@ -147,6 +147,12 @@ func (db *DB) load(fs vfs.FS) error {
 		}
 	}
 	db.pageSize = ps
+	if size < int64(page.MinPages)*int64(ps) {
+		// Creation makes the file page.MinPages pages long before it writes
+		// a meta (see create), so a shorter file with a valid meta was cut:
+		// its maps, and perhaps its data, are gone. bbolt's words.
+		return fmt.Errorf("%w: file size too small: %d bytes, but a file with %d-byte pages is at least %d", rerrors.ErrInvalid, size, ps, int64(page.MinPages)*int64(ps))
+	}
 	p, err := pager.Open(db.file, pager.Options{PageSize: ps, InitialMmapSize: int64(db.opts.InitialMmapSize), ReadOnly: db.readOnly})
 	if err != nil {
 		return err
@@ -408,16 +414,20 @@ func (db *DB) verify(m *page.Meta, size int64, rec *Recovery) error {
 	return nil
 }
 
-// create initialises an empty file in two flushes:
+// create initialises an empty file in three flushes:
 //
+//  0. the file's length, at least page.MinPages pages, with nothing in it;
 //  1. meta 0, the "creation meta": txid 1, steady txid 0, region 0 marked
 //     changed, so recovery verifies region 0's map before trusting it;
 //  2. region 0's map (slot A) and meta 1, a copy of meta 0.
 //
 // A crash before flush 1 leaves a file of zeros (Open creates it again); a
-// crash between the flushes leaves a creation meta whose map does not
+// crash between flushes 1 and 2 leaves a creation meta whose map does not
 // verify, which recovery also reads as "never created". No other meta has
 // steady txid 0, so neither case can be taken for a file that held data.
+// Flush 0 makes the length durable before any meta exists, so that a file
+// shorter than page.MinPages pages that holds a valid meta is damaged, never
+// a creation cut short (load refuses it; see TestOpenFileTooSmall).
 func (db *DB) create(fs vfs.FS) error {
 	ps := db.opts.PageSize
 	if ps == 0 {
@@ -437,7 +447,7 @@ func (db *DB) create(fs vfs.FS) error {
 		PageSize:    ps,
 		Txid:        txid,
 		Steady:      0,
-		HWM:         4,
+		HWM:         page.MinPages,
 		RegionPages: page.RegionPages(ps),
 		Selector:    make([]byte, 1),
 		Changed:     []byte{1},
@@ -446,6 +456,12 @@ func (db *DB) create(fs vfs.FS) error {
 	page.EncodeMeta(metaBuf, meta)
 	mapBuf := make([]byte, ps)
 	page.EncodeRegionMap(mapBuf, ps, page.MapSlot(ps, 0, 0), txid, make([]uint64, page.RegionMapWords(ps)))
+	if err := p.Grow(page.MinPages); err != nil {
+		return err
+	}
+	if err := p.Sync(vfs.SyncData); err != nil {
+		return err
+	}
 	steps := [][]pager.Run{
 		{{ID: 0, Data: metaBuf}},
 		{{ID: 1, Data: metaBuf}, {ID: page.MapSlot(ps, 0, 0), Data: mapBuf}, {ID: page.MapSlot(ps, 0, 1), Data: make([]byte, ps)}},

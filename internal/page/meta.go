@@ -27,9 +27,15 @@ const (
 	metaOffDeltaCount   = 84 // format 2; reserved (zero) in format 1
 	metaOffReserved     = 88
 	metaFixedSize       = 128
-	minHWM              = 4 // two metas and region 0's two map slots
-	maxBitmapRegionsPer = 4 // regions per byte pair: (pageSize-128)*8/2 = (pageSize-128)*4
+	minHWM              = MinPages // two metas and region 0's two map slots
+	maxBitmapRegionsPer = 4        // regions per byte pair: (pageSize-128)*8/2 = (pageSize-128)*4
 )
+
+// MinPages is the smallest high-water mark a state can have: the two metas
+// and region 0's two map slots. A file shorter than MinPages pages holds no
+// state rivet wrote (creation makes the file that long durable before it
+// writes a meta).
+const MinPages = 4
 
 // Ref points from a parent to a child run: the child's page id, the txid in
 // the child's header and the CRC-32C of the child's whole run.
