@@ -49,26 +49,32 @@ func (f *hookFile) Sync(kind vfs.SyncKind) error {
 
 // dumpDB flattens a database into "bucket/path\x00key" -> value, with
 // buckets as "bucket/path/" -> "<bucket seq>".
-func dumpDB(db *DB) (map[string]string, error) {
-	out := map[string]string{}
-	err := db.View(func(tx *Tx) error {
-		var walk func(prefix string, b *Bucket) error
-		walk = func(prefix string, b *Bucket) error {
-			return b.ForEach(func(k, v []byte) error {
-				if v == nil {
-					if child := b.Bucket(k); child != nil {
-						p := prefix + string(k) + "/"
-						out[p] = fmt.Sprint(child.Sequence())
-						return walk(p, child)
-					}
-				}
-				out[prefix+"\x00"+string(k)] = string(v)
-				return nil
-			})
-		}
-		return walk("", tx.root)
+func dumpDB(db *DB) (out map[string]string, err error) {
+	err = db.View(func(tx *Tx) error {
+		out, err = dumpTx(tx)
+		return err
 	})
 	return out, err
+}
+
+// dumpTx is dumpDB of what tx sees.
+func dumpTx(tx *Tx) (map[string]string, error) {
+	out := map[string]string{}
+	var walk func(prefix string, b *Bucket) error
+	walk = func(prefix string, b *Bucket) error {
+		return b.ForEach(func(k, v []byte) error {
+			if v == nil {
+				if child := b.Bucket(k); child != nil {
+					p := prefix + string(k) + "/"
+					out[p] = fmt.Sprint(child.Sequence())
+					return walk(p, child)
+				}
+			}
+			out[prefix+"\x00"+string(k)] = string(v)
+			return nil
+		})
+	}
+	return out, walk("", tx.root)
 }
 
 func sameDump(a, b map[string]string) bool {
