@@ -434,7 +434,7 @@ func (db *DB) create(fs vfs.FS) error {
 		ps = os.Getpagesize()
 	}
 	if !page.ValidPageSize(ps) {
-		return fmt.Errorf("rivet: page size %d is not a power of two in [%d, %d]", ps, page.MinPageSize, page.MaxPageSize)
+		return fmt.Errorf("rivet: page size %d is not supported: it must be a power of two from %d to %d bytes", ps, page.MinPageSize, page.MaxPageSize)
 	}
 	db.pageSize = ps
 	p, err := pager.Open(db.file, pager.Options{PageSize: ps, InitialMmapSize: int64(db.opts.InitialMmapSize)})

@@ -65,7 +65,8 @@ type Options struct {
 	InitialMmapSize int
 
 	// PageSize is the page size of a NEW file; zero means the OS page size.
-	// Existing files keep theirs.
+	// Existing files keep theirs. It must be a power of two from 1 KiB to
+	// 64 KiB (bbolt accepts larger; see the README's differences).
 	PageSize int
 
 	// MaxSize, if positive, caps the file size in bytes; a commit that needs

@@ -47,6 +47,9 @@ go test -count=1 -run 'TestOneGiBValue|TestOneKeyCommitIO' -v . | grep -E '^(===
 step "crash scale, without the race detector: 600 crash points per durability mode (3,000), 1,000 process kills"
 go test -count=1 -run '^(TestCrashRecovery|TestKillRecovery)$' -rivet.crashpoints=600 -rivet.kills=1000 -v . | grep -E '^(=== RUN|--- |    --- |ok|FAIL|PASS)|crash points|kills'
 
+step "bbolt's concurrent WriteTo test shape, 100 repetitions (every copy opens, passes Check, holds its snapshot)"
+go test -count=1 -run '^TestConcurrentCopyConsistentRead$' -rivet.copyrounds=100 -v . | grep -E '^(--- |ok|FAIL|PASS)|repetitions'
+
 step "fuzz targets, ${FUZZTIME} each"
 for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "${pkg}")
