@@ -16,10 +16,14 @@ step "toolchain"
 go version
 
 step "install staticcheck ${STATICCHECK_RELEASE} (${STATICCHECK_VERSION})"
-if ! command -v staticcheck >/dev/null 2>&1 || ! staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_RELEASE}"; then
+# go install puts it in GOBIN, or GOPATH/bin: look there first, so that a
+# staticcheck installed by an earlier run is found and the right one is used.
+gobin=$(go env GOBIN)
+export PATH="${gobin:-$(go env GOPATH)/bin}:${PATH}"
+if ! staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_RELEASE}"; then
   GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
 fi
-export PATH="$(go env GOPATH)/bin:${PATH}"
+staticcheck -version
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
