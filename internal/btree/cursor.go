@@ -328,11 +328,11 @@ func (c *Cursor) nextLeaf() (key, value []byte, flags uint32, ok bool) {
 			}
 		}
 		if i < 0 {
-			// Past the end: stay on the last leaf, one beyond its last
-			// element. The next move starts a fresh walk back.
-			top := &c.stack[len(c.stack)-1]
-			top.index = top.count()
-			c.key = nil
+			// Nothing after: the cursor stays where it was, as bbolt's
+			// does (etcd-io/bbolt#733). From the last element that is the
+			// last element, so a following Prev returns the one before
+			// it; after a Seek past every key it is one beyond the last
+			// element, so Prev returns the last.
 			return nil, nil, 0, false
 		}
 		c.stack = c.stack[:i+1]
@@ -400,9 +400,8 @@ func (c *Cursor) prevLeaf() (key, value []byte, flags uint32, ok bool) {
 			}
 		}
 		if i < 0 {
-			top := &c.stack[len(c.stack)-1]
-			top.index = -1
-			c.key = nil
+			// Nothing before: stay on the first element, so a following
+			// Next returns the second (bbolt's semantics, as above).
 			return nil, nil, 0, false
 		}
 		c.stack = c.stack[:i+1]
