@@ -37,6 +37,10 @@ var ErrCorrupt = rerrors.ErrCorrupt
 // writes until reopened.
 var ErrLatched = rerrors.ErrLatched
 
+// ErrBboltFile is returned by Open for a file written by bbolt: convert it
+// with `rivet import` (it also matches ErrInvalid).
+var ErrBboltFile = rerrors.ErrBboltFile
+
 var (
 	errDifferentDB = rerrors.ErrDifferentDB
 	errSameBuckets = rerrors.ErrSameBuckets

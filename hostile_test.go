@@ -612,7 +612,13 @@ func TestHostileNotARivetFile(t *testing.T) {
 	boltish := make([]byte, 4*4096)
 	binary.LittleEndian.PutUint32(boltish[16:], 0xED0CDAED)
 	binary.LittleEndian.PutUint32(boltish[4096+16:], 0xED0CDAED)
-	for name, content := range map[string][]byte{"random": random, "text": text, "boltish": boltish, "short": []byte("RIVT")} {
+	binary.LittleEndian.PutUint16(boltish[8:], 0x04)
+	binary.LittleEndian.PutUint16(boltish[4096+8:], 0x04)
+	// Its meta 0 damaged: meta 1 alone, at bbolt's page size, names it.
+	boltMeta1 := bytes.Clone(boltish)
+	clear(boltMeta1[:4096])
+	boltMeta1[100] = 1
+	for name, content := range map[string][]byte{"random": random, "text": text, "boltish": boltish, "bolt meta 1": boltMeta1, "short": []byte("RIVT")} {
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, content, 0o600); err != nil {
 			t.Fatal(err)
@@ -626,6 +632,9 @@ func TestHostileNotARivetFile(t *testing.T) {
 			}
 			if !errors.Is(err, rerrors.ErrInvalid) {
 				t.Errorf("%s (read-only %t): %v, want ErrInvalid", name, ro, err)
+			}
+			if isBolt := strings.HasPrefix(name, "bolt"); isBolt != (err == ErrBboltFile) {
+				t.Errorf("%s (read-only %t): %v; a bbolt file must be ErrBboltFile and nothing else", name, ro, err)
 			}
 		}
 		if now, _ := os.ReadFile(path); !bytes.Equal(now, content) {

@@ -1,6 +1,7 @@
 package rivet
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -134,6 +135,9 @@ func (db *DB) load(fs vfs.FS) error {
 				return fmt.Errorf("%w: file has no committed state and is opened read-only", rerrors.ErrInvalid)
 			}
 			return db.create(fs)
+		}
+		if db.isBboltFile() {
+			return rerrors.ErrBboltFile
 		}
 		// bbolt returns ErrInvalid itself here and callers compare with ==,
 		// so the details go to the log rather than into a wrapped error.
@@ -294,6 +298,36 @@ func (db *DB) readMetas(size int64) (metas [2]*page.Meta, errs [2]error) {
 // before creation's first flush leaves. Files over 64 MiB are not scanned
 // (creation never writes that much), so a damaged large file is refused
 // rather than read in full.
+// bboltMagic and bboltMetaFlag identify a bbolt meta page: its page
+// header's flags (offset 8, u16) say "meta" and the meta's magic number
+// (offset 16, u32) follows the 16-byte header (bbolt's page.go, meta.go).
+const (
+	bboltMagic    = 0xED0CDAED
+	bboltMetaFlag = 0x04
+)
+
+// isBboltFile reports whether either of the file's first two pages, at any
+// page size bbolt may have used, is a bbolt meta page. It reads at most a
+// few bytes per candidate page.
+func (db *DB) isBboltFile() bool {
+	var head [20]byte
+	isMeta := func(off int64) bool {
+		if _, err := db.readAt(head[:], off); err != nil {
+			return false
+		}
+		return binary.LittleEndian.Uint16(head[8:]) == bboltMetaFlag && binary.LittleEndian.Uint32(head[16:]) == bboltMagic
+	}
+	if isMeta(0) {
+		return true
+	}
+	for ps := int64(512); ps <= 1<<20; ps *= 2 {
+		if isMeta(ps) {
+			return true
+		}
+	}
+	return false
+}
+
 func (db *DB) allZero(size int64) bool {
 	const limit = 64 << 20
 	if size > limit {

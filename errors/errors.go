@@ -103,7 +103,21 @@ var (
 	// write or flush has failed the DB no longer knows what reached the disk,
 	// so it refuses every later write until it is closed and reopened.
 	ErrLatched = errors.New("rivet: an earlier write or flush failed; reopen the database")
+
+	// ErrBboltFile is returned by Open for a file bbolt (or boltdb) wrote:
+	// rivet's format differs, so the file must be converted, not opened.
+	// It also matches ErrInvalid with errors.Is, so code that treats every
+	// file that is not a database alike keeps working.
+	ErrBboltFile error = &invalidKind{msg: "a bbolt file; rivet's format differs — convert it with `rivet import`"}
 )
+
+// invalidKind is a distinct error value that is also an ErrInvalid.
+type invalidKind struct{ msg string }
+
+func (e *invalidKind) Error() string { return e.msg }
+
+// Is reports whether target is ErrInvalid.
+func (e *invalidKind) Is(target error) bool { return target == ErrInvalid }
 
 // CorruptError describes bytes on disk that failed validation. It matches
 // ErrCorrupt with errors.Is.
