@@ -145,6 +145,13 @@ type Recovery struct {
 	Reason string
 	// PagesVerified counts the pages recovery read and checked.
 	PagesVerified int
+	// DamagedMeta is set when one of the two meta pages failed validation
+	// (a torn write, or damage) and Open used the other: it names the
+	// slot, the transaction the damaged page claims to hold (unverified;
+	// "unreadable" if even that is gone) and what failed. When the claimed
+	// transaction is newer than the one opened, or cannot be read, FellBack
+	// is set too: commits after Txid may be lost.
+	DamagedMeta string
 }
 
 // Recovery reports what Open found when it opened the file.

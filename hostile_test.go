@@ -1022,3 +1022,70 @@ func TestOpenFileTooSmall(t *testing.T) {
 		}
 	}
 }
+
+// warnLog records Warningf messages; every other level is discarded.
+type warnLog struct {
+	discardLogger
+	warnings []string
+}
+
+func (l *warnLog) Warningf(format string, v ...interface{}) {
+	l.warnings = append(l.warnings, fmt.Sprintf(format, v...))
+}
+
+// TestDamagedMetaIsReported corrupts one byte of one meta page of a
+// cleanly closed file (issue 10: before, Open silently used the other and
+// Recovery said it had not fallen back). Damage to the newer meta must be
+// reported as a fall-back (Recovery.FellBack, Reason, DamagedMeta naming the
+// slot and the txn the page claims, a warning in the log); damage to the
+// older one as DamagedMeta and a warning, without FellBack. Either way the
+// file opens at the valid meta and passes Check.
+func TestDamagedMetaIsReported(t *testing.T) {
+	for _, newer := range []bool{true, false} {
+		for _, where := range []int{20, 100} { // the txid field, a reserved byte
+			path, img := hostileDB(t)
+			m0, err0 := page.DecodeMeta(0, img[:hostilePS])
+			m1, err1 := page.DecodeMeta(1, img[hostilePS:2*hostilePS])
+			if err0 != nil || err1 != nil {
+				t.Fatalf("metas of the clean file: %v, %v", err0, err1)
+			}
+			slot, kept := 0, m1
+			if (m1.Txid > m0.Txid) == newer {
+				slot, kept = 1, m0
+			}
+			claimed := []*page.Meta{m0, m1}[slot].Txid
+			img[slot*hostilePS+where] ^= 0x40
+			if where == 20 {
+				claimed ^= 0x40 << 32
+			}
+			if err := os.WriteFile(path, img, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			log := &warnLog{}
+			db, err := Open(path, 0o600, &Options{ReadOnly: true, Logger: log})
+			if err != nil {
+				t.Fatalf("newer %t, byte %d: Open: %v", newer, where, err)
+			}
+			rec := db.Recovery()
+			mustCheck(t, db)
+			_ = db.Close()
+			what := fmt.Sprintf("newer %t, byte %d: %+v", newer, where, rec)
+			if rec.Txid != kept.Txid {
+				t.Errorf("%s: opened at txn %d, want %d", what, rec.Txid, kept.Txid)
+			}
+			wantClaim := fmt.Sprintf("meta %d (claims txn %d) is damaged", slot, claimed)
+			if !strings.Contains(rec.DamagedMeta, wantClaim) {
+				t.Errorf("%s: DamagedMeta does not say %q", what, wantClaim)
+			}
+			if rec.FellBack != (claimed > kept.Txid) {
+				t.Errorf("%s: FellBack %t, but the damaged meta claims txn %d and the one opened is %d", what, rec.FellBack, claimed, kept.Txid)
+			}
+			if rec.FellBack && rec.Reason == "" {
+				t.Errorf("%s: fell back without a reason", what)
+			}
+			if len(log.warnings) != 1 || !strings.Contains(log.warnings[0], wantClaim) {
+				t.Errorf("%s: warnings %q, want one naming the damaged meta", what, log.warnings)
+			}
+		}
+	}
+}

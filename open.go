@@ -177,6 +177,7 @@ func (db *DB) load(fs vfs.FS) error {
 		_ = p.Close()
 		return err
 	}
+	db.noteDamagedMeta(metas, errs, slot, &rec)
 	db.recovered = rec
 	return db.start(meta, slot)
 }
@@ -396,6 +397,38 @@ func (db *DB) recover(metas [2]*page.Meta, errs [2]error, size int64) (*page.Met
 	rec.FellBack = true
 	rec.Reason = reason.Error()
 	return o, other, rec, nil
+}
+
+// noteDamagedMeta records, in rec and the log, a meta page that failed
+// validation while Open used the one in slot. A cleanly written file has two
+// valid metas (creation writes both), so an invalid one was torn by a crash
+// or damaged afterwards; if it was the newer, the commit it described is
+// gone, and the user must hear of it rather than find the data missing.
+func (db *DB) noteDamagedMeta(metas [2]*page.Meta, errs [2]error, slot int, rec *Recovery) {
+	bad := 1 - slot
+	if metas[bad] != nil || errs[bad] == nil {
+		return
+	}
+	buf := make([]byte, page.MinPageSize)
+	claimed, readable := uint64(0), false
+	if _, err := db.readAt(buf, int64(bad)*int64(db.pageSize)); err == nil {
+		claimed, readable = page.ClaimedTxid(buf)
+	}
+	opened := metas[slot].Txid
+	claim := "unreadable"
+	if readable {
+		claim = fmt.Sprintf("txn %d", claimed)
+	}
+	rec.DamagedMeta = fmt.Sprintf("meta %d (claims %s) is damaged: %v", bad, claim, errs[bad])
+	if !readable || claimed > opened {
+		db.logger.Warningf("%s: %s; opened at txn %d from meta %d: commits after txn %d may be lost", db.path, rec.DamagedMeta, opened, slot, opened)
+		if !rec.FellBack {
+			rec.FellBack = true
+			rec.Reason = rec.DamagedMeta
+		}
+		return
+	}
+	db.logger.Warningf("%s: %s; it is older than txn %d, opened from meta %d, so nothing is lost", db.path, rec.DamagedMeta, opened, slot)
 }
 
 // verify reads what sync point m wrote after its steady txid and checks it

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rivetkv/rivet"
+	rerrors "github.com/rivetkv/rivet/errors"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -54,7 +56,7 @@ func TestOpenBboltFileSaysSo(t *testing.T) {
 					_ = db.Close()
 					t.Fatalf("page size %d, meta 0 destroyed %t, read-only %t: rivet opened a bbolt file", ps, damage, ro)
 				}
-				if err != rivet.ErrBboltFile || !errors.Is(err, rivet.ErrInvalid) {
+				if err != rivet.ErrBboltFile || !errors.Is(err, rerrors.ErrInvalid) {
 					t.Errorf("page size %d, meta 0 destroyed %t, read-only %t: %v, want ErrBboltFile", ps, damage, ro, err)
 				}
 			}
@@ -63,5 +65,54 @@ func TestOpenBboltFileSaysSo(t *testing.T) {
 				t.Errorf("page size %d: a failed Open changed the bbolt file", ps)
 			}
 		}
+	}
+}
+
+// TestCheckNotesDamagedNewestMeta: `rivet check` on a cleanly closed file
+// whose newest meta has one byte flipped opens at the previous commit and
+// must say so in a note (issue 10: it printed only "ok").
+func TestCheckNotesDamagedNewestMeta(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	db, err := rivet.Open(path, 0o600, &rivet.Options{PageSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := db.Update(func(tx *rivet.Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("b"))
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte{byte(i)}, []byte("v"))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	img, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txid := func(slot int) uint64 {
+		b := img[slot*4096+16 : slot*4096+24]
+		return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24
+	}
+	newest := 0
+	if txid(1) > txid(0) {
+		newest = 1
+	}
+	img[newest*4096+100] ^= 1
+	if err := os.WriteFile(path, img, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	n, err := rivetEngine{}.Check(path, func(e error) { notes = append(notes, e.Error()) })
+	if err != nil || n != 0 {
+		t.Fatalf("check: %d problems, %v", n, err)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "not the newest commit") || !strings.Contains(notes[0], "is damaged") {
+		t.Fatalf("notes %q, want one saying the newest meta is damaged", notes)
 	}
 }

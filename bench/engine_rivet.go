@@ -87,10 +87,13 @@ func (e rivetEngine) Check(path string, report func(error)) (int, error) {
 		return 0, err
 	}
 	defer db.Close()
-	if r := db.Recovery(); r.FellBack {
-		// A torn last commit is not corruption: the file opened at the
-		// previous sync point. Say so, without counting it as a problem.
-		report(fmt.Errorf("note: the last commit was incomplete (%s); recovered to txn %d", r.Reason, r.Txid))
+	// A torn last commit or a damaged meta page is not corruption of the
+	// state opened: say what Open found, without counting it as a problem.
+	switch r := db.Recovery(); {
+	case r.FellBack:
+		report(fmt.Errorf("note: opened at txn %d, not the newest commit: %s", r.Txid, r.Reason))
+	case r.DamagedMeta != "":
+		report(fmt.Errorf("note: %s; it is older than txn %d, which opened, so nothing is lost", r.DamagedMeta, r.Txid))
 	}
 	n := 0
 	err = db.View(func(tx *rivet.Tx) error {

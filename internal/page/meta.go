@@ -168,6 +168,16 @@ func IsZeroPage(b []byte) bool {
 	return true
 }
 
+// ClaimedTxid returns the txid field of a meta page that failed to decode,
+// for reports: ok is false unless the page still starts with rivet's magic.
+// The value is not verified and must never be used to open a state.
+func ClaimedTxid(buf []byte) (txid uint64, ok bool) {
+	if len(buf) < metaOffTxid+8 || binary.LittleEndian.Uint32(buf[metaOffMagic:]) != Magic {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(buf[metaOffTxid:]), true
+}
+
 // DecodeMeta decodes and validates the meta page in buf, read from page id
 // (0 or 1). It returns rerrors.ErrInvalid-wrapping errors for a page that is
 // not a rivet meta, rerrors.ErrVersionMismatch for a newer format, and a
