@@ -46,8 +46,8 @@ const (
 	// DefaultMmapReserve32 is the smallest mapping on 32-bit platforms, whose
 	// 2-4 GiB of address space cannot spare 1 GiB per mapping.
 	DefaultMmapReserve32 = 64 << 20
-	// DefaultGrowSize is the smallest step by which Grow extends the file
-	// when Options.GrowSize is 0.
+	// DefaultGrowSize is the step by which Grow extends a file of at least
+	// that size when Options.GrowSize is 0 (smaller files double).
 	DefaultGrowSize = 16 << 20
 	// MaxCoalescedWrite bounds the bytes WriteRuns copies into one WriteAt.
 	// Past a few MiB a bigger single write saves nothing measurable, and the
@@ -73,9 +73,11 @@ type Options struct {
 	// platforms). A positive value replaces that floor, which lets tests on
 	// in-memory files (where a reserve costs real memory) keep maps small.
 	InitialMmapSize int64
-	// GrowSize is the smallest step by which Grow extends the file, in
-	// bytes; 0 selects DefaultGrowSize. Grow also grows by at least 1/8 of
-	// the file, so the number of size changes stays logarithmic.
+	// GrowSize is the smallest step by which Grow extends a file of at
+	// least GrowSize bytes; 0 selects DefaultGrowSize. Grow also grows by at
+	// least 1/8 of the file, so the number of size changes stays
+	// logarithmic. A smaller file doubles (up to GrowSize), so a new or
+	// small database is as small as bbolt's: 4 pages new, 8 after one key.
 	GrowSize int64
 	// MaxSize, if positive, is the largest the file may become, in bytes.
 	// Grow never extends past it and fails with errors.ErrMaxSizeReached
@@ -443,8 +445,9 @@ func roundUp(n, ps int64) int64 {
 
 // Grow makes the file at least hwm pages long, so that pages read through the
 // map never lie past the end of the file (a read there faults). It extends
-// the file with Truncate in steps of at least Options.GrowSize and at least
-// 1/8 of the file, never past Options.MaxSize.
+// the file with Truncate: a file smaller than Options.GrowSize to twice its
+// size (at most GrowSize), a larger one by at least GrowSize and at least
+// 1/8 of its size; never less than needed, never past Options.MaxSize.
 func (p *Pager) Grow(hwm uint64) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
@@ -473,9 +476,13 @@ func (p *Pager) grow(need int64) error {
 	if p.maxSize > 0 && need > p.maxSize {
 		return fmt.Errorf("%w: need %d bytes, limit %d", rerrors.ErrMaxSizeReached, need, p.maxSize)
 	}
-	step := max(p.growSize, size/8)
 	target := need
-	if size <= maxOffset-step {
+	if size < p.growSize {
+		// Doubling, as bbolt's file does up to its 16 MiB allocation step
+		// (it grows the file to its doubling map size): a compacted copy
+		// of a small database stays small.
+		target = max(need, min(2*size, p.growSize))
+	} else if step := max(p.growSize, size/8); size <= maxOffset-step {
 		target = max(need, size+step)
 	}
 	target = roundUp(target, p.ps)

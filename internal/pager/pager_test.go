@@ -401,19 +401,24 @@ func TestEnsureMappedGrowsFile(t *testing.T) {
 		}
 		return s
 	}
-	if err := p.EnsureMapped(1); err != nil {
-		t.Fatal(err)
-	}
-	if got := size(); got != 16*ps {
-		t.Fatalf("size %d pages, want a GrowSize step of 16", got/ps)
+	// Below GrowSize the file doubles, or grows to what is needed if that
+	// is more.
+	for _, step := range []struct{ hwm, want uint64 }{{1, 1}, {2, 2}, {3, 4}, {5, 8}, {9, 16}} {
+		if err := p.EnsureMapped(step.hwm); err != nil {
+			t.Fatal(err)
+		}
+		if got := size(); got != int64(step.want)*ps {
+			t.Fatalf("hwm %d: size %d pages, want %d", step.hwm, got/ps, step.want)
+		}
 	}
 	// Within the grown size: no truncate.
 	if err := p.EnsureMapped(16); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Snapshot().TruncateCalls; got != 1 {
-		t.Fatalf("%d truncates, want 1", got)
+	if got := c.Snapshot().TruncateCalls; got != 5 {
+		t.Fatalf("%d truncates, want 5", got)
 	}
+	// From GrowSize on, steps of GrowSize.
 	if err := p.EnsureMapped(17); err != nil {
 		t.Fatal(err)
 	}
@@ -573,9 +578,10 @@ func TestShortMappings(t *testing.T) {
 		}
 		v.Release()
 	}
-	// The file grew 4 pages at a time, and each growth needed a new mapping.
-	if got := p.Stats().Remaps; got != 10 {
-		t.Fatalf("Remaps = %d, want 10", got)
+	// The file doubled up to GrowSize (1, 2, 4 pages), then grew 4 pages at
+	// a time (8 ... 40), and each growth needed a new mapping.
+	if got := p.Stats().Remaps; got != 12 {
+		t.Fatalf("Remaps = %d, want 12", got)
 	}
 }
 
@@ -839,9 +845,16 @@ func TestDefaultReserveOnOS(t *testing.T) {
 	if got := p.Stats().Remaps; got != 1 {
 		t.Fatalf("Remaps = %d, want 1 (the 1 GiB reserve covers 80 MiB)", got)
 	}
-	// 1 page -> one 16 MiB step; 5000 pages -> another step (32 MiB); 20000
-	// pages is more than a step away, so the file grows to exactly that.
+	// 1 page -> 1 page; 100 pages -> 100 (doubling 1 would fall short);
+	// 5000 pages -> 5000 (likewise); 20000 pages -> 20000: past 16 MiB
+	// the step is 16 MiB, but 20000 pages is more than a step away.
 	if size, _ := f.Size(); size != 20000*ps {
 		t.Fatalf("file size %d, want %d", size, 20000*ps)
+	}
+	if err := p.EnsureMapped(20001); err != nil {
+		t.Fatal(err)
+	}
+	if size, _ := f.Size(); size != 20000*ps+DefaultGrowSize {
+		t.Fatalf("file size %d after one more page, want one %d-byte step more", size, DefaultGrowSize)
 	}
 }
