@@ -27,6 +27,10 @@ import (
 // a couple of hundred keys is a branch over several leaves.
 const hostilePS = 1024
 
+// hostileBlob is the length of the hostile file's blob value: past the
+// eight-page inline limit, so it is stored out of line.
+const hostileBlob = 8*hostilePS + 600
+
 // hostileDB builds the database the hostile tests damage:
 //
 //   - txn 2: bucket "b" (hostileKeys keys, a branch root) with a blob value "blob"
@@ -53,7 +57,7 @@ func hostileDB(t testing.TB) (string, []byte) {
 				return err
 			}
 		}
-		if err := b.Put([]byte("blob"), bytes.Repeat([]byte("L"), 600)); err != nil {
+		if err := b.Put([]byte("blob"), bytes.Repeat([]byte("L"), hostileBlob)); err != nil {
 			return err
 		}
 		in, err := b.CreateBucket([]byte("inner"))
@@ -675,7 +679,7 @@ func TestHostileTornLastCommit(t *testing.T) {
 				return fmt.Errorf("key %d: %q", i, v)
 			}
 		}
-		if v := b.Get([]byte("blob")); len(v) != 600 {
+		if v := b.Get([]byte("blob")); len(v) != hostileBlob {
 			return fmt.Errorf("blob: %d bytes", len(v))
 		}
 		for err := range tx.Check() {

@@ -22,7 +22,9 @@ func countingDB(t *testing.T, fs vfs.FS, counts *vfs.CountingFS, opts *Options) 
 // scattered between the live ones. It returns the number of free pages.
 func buildFragmented(t *testing.T, db *DB, blobs int) int {
 	t.Helper()
-	big := make([]byte, 2000) // > page/4: each value is its own blob page
+	// Two 4,000-byte values fill a two-page leaf: a page per value, as when
+	// values this size were blobs of a page each.
+	big := make([]byte, 4000)
 	for start := 0; start < blobs; start += 2000 {
 		err := db.Update(func(tx *Tx) error {
 			b, err := tx.CreateBucketIfNotExists([]byte("meta"))

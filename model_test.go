@@ -144,10 +144,12 @@ func randValue(rng *rand.Rand, pageSize int) []byte {
 		n = 0
 	case r < 80:
 		n = rng.Intn(120)
-	case r < 95:
+	case r < 92:
 		n = rng.Intn(pageSize)
+	case r < 96:
+		n = pageSize + rng.Intn(7*pageSize) // in multi-page leaves
 	default:
-		n = pageSize/4 + rng.Intn(4*pageSize) // blobs
+		n = 8*pageSize + 1 + rng.Intn(4*pageSize) // blobs (btree's MaxInlineValue)
 	}
 	v := make([]byte, n)
 	rng.Read(v)

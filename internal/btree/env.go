@@ -55,6 +55,10 @@ type Env struct {
 	Txid uint64
 	// Alloc is nil for read transactions.
 	Alloc Allocator
+	// InlineLimit, if positive, replaces the default MaxInlineValue. Only
+	// tests set it, to get blobs from small values; a file may mix values
+	// stored either way, since readers go by each element's flags.
+	InlineLimit int
 	// SparePages holds page-sized buffers that Spill may encode
 	// single-page nodes into instead of allocating new ones; the DB refills
 	// it with the buffers of runs it has written. Every node encoder
@@ -100,8 +104,21 @@ func (e *Env) readNode(ref page.Ref) (page.Node, error) {
 }
 
 // MaxInlineValue returns the longest value stored inside a leaf; longer
-// values are blobs (docs/design.md §2.4).
-func (e *Env) MaxInlineValue() int { return e.PageSize / 4 }
+// values are blobs (docs/design.md §2.4). Up to eight pages a value lives
+// in its leaf, which then spans several pages as in bbolt: a blob is
+// rounded up to whole pages, and for values of one to a few pages that
+// rounding cost up to 1.3x bbolt's file (issue 10). Past eight pages the
+// rounding costs at most 1/8 of a value and blobs keep an update next to a
+// large value from rewriting it.
+func (e *Env) MaxInlineValue() int {
+	if e.InlineLimit > 0 {
+		return e.InlineLimit
+	}
+	return inlineValuePages * e.PageSize
+}
+
+// inlineValuePages is MaxInlineValue in pages.
+const inlineValuePages = 8
 
 // maxExtentPages caps one blob extent so that it fits a fragmented region
 // and so freeing a huge value returns runs the allocator can reuse.

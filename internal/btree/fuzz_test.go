@@ -15,6 +15,11 @@ import (
 // hundred keys is several levels deep and the image stays cheap to copy.
 const fuzzPS = page.MinPageSize
 
+// fuzzInline is the inline limit of the fuzz images: a quarter page, so
+// that values of a few hundred bytes are blobs and the images stay small
+// (the default, eight pages, would need values of 8 KiB).
+const fuzzInline = fuzzPS / 4
+
 // maxSteps bounds every walk over the fuzzed image. The valid tree has a few
 // hundred elements, so a walk that needs more steps is running in circles.
 const maxSteps = 100000
@@ -74,7 +79,7 @@ func buildFuzzImage(tb testing.TB) *fuzzImage {
 	key := func(i int) []byte { return []byte(fmt.Sprintf("key%05d", i)) }
 
 	// txn 1: a nested bucket's tree and the root tree.
-	env := &Env{Data: img, PageSize: fuzzPS, HWM: a.next, Txid: 1, Alloc: a}
+	env := &Env{Data: img, PageSize: fuzzPS, InlineLimit: fuzzInline, HWM: a.next, Txid: 1, Alloc: a}
 	sub := Open(env, page.Ref{})
 	for i := 0; i < 60; i++ {
 		must(tb, sub.Put([]byte(fmt.Sprintf("sub%03d", i)), bytes.Repeat([]byte{byte(i)}, i%40), 0, 0))
@@ -101,7 +106,7 @@ func buildFuzzImage(tb testing.TB) *fuzzImage {
 
 	// txns 2 and 3: updates, deletes and a replaced blob.
 	for txid := uint64(2); txid <= 3; txid++ {
-		env := &Env{Data: img, PageSize: fuzzPS, HWM: a.next, Txid: txid, Alloc: a}
+		env := &Env{Data: img, PageSize: fuzzPS, InlineLimit: fuzzInline, HWM: a.next, Txid: txid, Alloc: a}
 		t := Open(env, root)
 		for i := int(txid); i < 300; i += 17 {
 			must(tb, t.Put(key(i), []byte(fmt.Sprintf("update-%d-%d", txid, i)), 0, 0))
@@ -246,7 +251,7 @@ func FuzzTreeRead(f *testing.F) {
 		}
 		seeks = append(seeks, base.keys[7], base.keys[len(base.keys)/2])
 
-		env := &Env{Data: img, PageSize: fuzzPS, HWM: base.hwm, Txid: base.txid}
+		env := &Env{Data: img, PageSize: fuzzPS, InlineLimit: fuzzInline, HWM: base.hwm, Txid: base.txid}
 		steps := 0
 		walkTree(t, env, base.root, seeks, 0, &steps)
 		requireCorrupt(t, "read env", env.Err)
@@ -289,7 +294,7 @@ func FuzzTreeRead(f *testing.F) {
 
 		// Write paths over the damaged image.
 		a := &bumpAlloc{next: base.hwm}
-		wenv := &Env{Data: img, PageSize: fuzzPS, HWM: base.hwm, Txid: base.txid + 1, Alloc: a}
+		wenv := &Env{Data: img, PageSize: fuzzPS, InlineLimit: fuzzInline, HWM: base.hwm, Txid: base.txid + 1, Alloc: a}
 		tr := Open(wenv, base.root)
 		for _, s := range seeks {
 			if len(s) == 0 {
@@ -305,7 +310,7 @@ func FuzzTreeRead(f *testing.F) {
 		if wenv.Err == nil {
 			requireCorrupt(t, "Spill", tr.Spill())
 		}
-		fenv := &Env{Data: img, PageSize: fuzzPS, HWM: base.hwm, Txid: base.txid + 1, Alloc: &bumpAlloc{next: base.hwm}}
+		fenv := &Env{Data: img, PageSize: fuzzPS, InlineLimit: fuzzInline, HWM: base.hwm, Txid: base.txid + 1, Alloc: &bumpAlloc{next: base.hwm}}
 		requireCorrupt(t, "FreeAll", FreeAll(fenv, base.root))
 		if fa := fenv.Alloc.(*bumpAlloc); fa.frees > maxSteps {
 			t.Fatalf("FreeAll freed %d runs of a %d-page image", fa.frees, base.hwm)
@@ -316,7 +321,7 @@ func FuzzTreeRead(f *testing.F) {
 // The image the fuzzer starts from must itself be valid: every walk clean.
 func TestFuzzImageIsValid(t *testing.T) {
 	base := buildFuzzImage(t)
-	env := &Env{Data: base.img, PageSize: fuzzPS, HWM: base.hwm, Txid: base.txid}
+	env := &Env{Data: base.img, PageSize: fuzzPS, InlineLimit: fuzzInline, HWM: base.hwm, Txid: base.txid}
 	steps := 0
 	walkTree(t, env, base.root, nil, 0, &steps)
 	if env.Err != nil {
@@ -376,7 +381,7 @@ func TestWalkerBlobCycleTerminates(t *testing.T) {
 	root := page.Ref{ID: 4, Txid: txid}
 
 	// The read path bounds the length by the file and MaxValueSize.
-	env := &Env{Data: img, PageSize: fuzzPS, HWM: 6, Txid: txid}
+	env := &Env{Data: img, PageSize: fuzzPS, InlineLimit: fuzzInline, HWM: 6, Txid: txid}
 	tr := Open(env, root)
 	v, f, ok := tr.Get([]byte("k"))
 	if !ok {
@@ -427,7 +432,7 @@ func TestCursorBranchDAGTerminates(t *testing.T) {
 		child = page.Ref{ID: id, Txid: txid, Checksum: page.Checksum(b)}
 	}
 	img := hostileImage(5+levels, runs)
-	env := &Env{Data: img, PageSize: fuzzPS, HWM: 5 + levels, Txid: txid}
+	env := &Env{Data: img, PageSize: fuzzPS, InlineLimit: fuzzInline, HWM: 5 + levels, Txid: txid}
 	tr := Open(env, child)
 	steps := 0
 	c := tr.Cursor()

@@ -230,6 +230,39 @@ func (t *Tree) Rebalance() error {
 	if t.rootNode.orig.ID == 0 {
 		ns = append(ns, t.rootNode)
 	}
+	// Deepest first, then in key order: map order made the shape a tree
+	// was left in after mass deletes differ from run to run (one level
+	// more or less, so a later one-key commit wrote 4 or 5 pages), and a
+	// seed could not replay a run exactly. Leaves first also lets their
+	// merges empty a branch before the branch itself is looked at.
+	depth := func(n *node) int {
+		d := 0
+		for p := n.parent; p != nil; p = p.parent {
+			d++
+		}
+		return d
+	}
+	type keyed struct {
+		n     *node
+		depth int
+		key   []byte
+	}
+	order := make([]keyed, len(ns))
+	for i, n := range ns {
+		order[i] = keyed{n: n, depth: depth(n), key: n.key}
+		if len(n.inodes) > 0 {
+			order[i].key = n.inodes[0].key
+		}
+	}
+	sort.Slice(order, func(i, j int) bool {
+		if order[i].depth != order[j].depth {
+			return order[i].depth > order[j].depth
+		}
+		return bytes.Compare(order[i].key, order[j].key) < 0
+	})
+	for i := range order {
+		ns[i] = order[i].n
+	}
 	for _, n := range ns {
 		if err := t.rebalance(n); err != nil {
 			return err

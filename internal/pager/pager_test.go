@@ -458,25 +458,39 @@ func TestEnsureMappedGrowsFile(t *testing.T) {
 
 func TestGrowByFraction(t *testing.T) {
 	f := openFile(t, vfs.NewMem(), "db")
-	if err := f.Truncate(1024 * ps); err != nil {
+	const start = 20000 // 78 MiB: past the default GrowSize
+	if err := f.Truncate(start * ps); err != nil {
 		t.Fatal(err)
 	}
-	p := mustOpen(t, f, Options{PageSize: ps, GrowSize: ps})
-	if err := p.Grow(1025); err != nil {
+	p := mustOpen(t, f, Options{PageSize: ps})
+	if err := p.Grow(start + 1); err != nil {
 		t.Fatal(err)
 	}
-	// 1/8 of 1024 pages beats the 1-page GrowSize.
-	if s, _ := f.Size(); s != (1024+128)*ps {
-		t.Fatalf("size %d pages, want 1152", s/ps)
+	// 1/16 of the file: more than 1 MiB, less than the 16 MiB GrowSize.
+	if s, _ := f.Size(); s != (start+start/16)*ps {
+		t.Fatalf("size %d pages, want %d", s/ps, start+start/16)
 	}
 	if err := p.Grow(10); err != nil { // never shrinks
 		t.Fatal(err)
 	}
-	if s, _ := f.Size(); s != (1024+128)*ps {
+	if s, _ := f.Size(); s != (start+start/16)*ps {
 		t.Fatalf("Grow to a smaller size changed the file to %d pages", s/ps)
 	}
 	if err := p.Grow(math.MaxUint64); err == nil {
 		t.Fatal("Grow to an impossible size succeeded")
+	}
+	// Past 16 x GrowSize, 1/16 is more than GrowSize: the step is GrowSize
+	// (with the default, a 10 GiB file grows by 16 MiB, not 640 MiB).
+	g := openFile(t, vfs.NewMem(), "big")
+	if err := g.Truncate(32 << 20); err != nil {
+		t.Fatal(err)
+	}
+	q := mustOpen(t, g, Options{PageSize: ps, InitialMmapSize: 1 << 20, GrowSize: 1 << 20})
+	if err := q.Grow((32<<20)/ps + 1); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := g.Size(); s != 33<<20 {
+		t.Fatalf("32 MiB file grew to %d bytes, want one 1 MiB GrowSize step more", s)
 	}
 }
 
@@ -847,14 +861,15 @@ func TestDefaultReserveOnOS(t *testing.T) {
 	}
 	// 1 page -> 1 page; 100 pages -> 100 (doubling 1 would fall short);
 	// 5000 pages -> 5000 (likewise); 20000 pages -> 20000: past 16 MiB
-	// the step is 16 MiB, but 20000 pages is more than a step away.
+	// the step is 1/16 of the file, but 20000 pages is more than a step
+	// away.
 	if size, _ := f.Size(); size != 20000*ps {
 		t.Fatalf("file size %d, want %d", size, 20000*ps)
 	}
 	if err := p.EnsureMapped(20001); err != nil {
 		t.Fatal(err)
 	}
-	if size, _ := f.Size(); size != 20000*ps+DefaultGrowSize {
-		t.Fatalf("file size %d after one more page, want one %d-byte step more", size, DefaultGrowSize)
+	if size, _ := f.Size(); size != (20000+20000/16)*ps {
+		t.Fatalf("file size %d after one more page, want 1/16 more (%d)", size, (20000+20000/16)*ps)
 	}
 }
