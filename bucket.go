@@ -113,7 +113,17 @@ func (b *Bucket) openChild(name []byte, rec page.BucketRecord) *Bucket {
 		name:        bytes.Clone(name),
 		sequence:    rec.Sequence,
 	}
-	c.treeStore.Init(b.tx.env, rec.Root)
+	if rec.Inline != nil {
+		// DecodeBucketRecord validated it.
+		leaf, err := page.InlineLeaf(b.tree.Root().ID, rec.Inline)
+		if err != nil {
+			b.tx.env.Err = firstErr(b.tx.env.Err, err)
+			return nil
+		}
+		c.treeStore.InitInline(b.tx.env, leaf)
+	} else {
+		c.treeStore.Init(b.tx.env, rec.Root)
+	}
 	c.tree = &c.treeStore
 	b.buckets.put(c)
 	return c
@@ -399,7 +409,7 @@ func (b *Bucket) spill() (bool, error) {
 		if !cc {
 			continue
 		}
-		rec := page.BucketRecord{Root: c.tree.Root(), Sequence: c.sequence}
+		rec := page.BucketRecord{Root: c.tree.Root(), Sequence: c.sequence, Inline: c.tree.Inline()}
 		if err := b.tree.Put(name, rec.Encode(), page.FlagBucket, 0); err != nil {
 			return false, err
 		}
@@ -410,13 +420,25 @@ func (b *Bucket) spill() (bool, error) {
 		if err := b.tree.Rebalance(); err != nil {
 			return false, err
 		}
-		if err := b.tree.Spill(); err != nil {
+		spill := b.tree.Spill
+		if !b.isRoot {
+			spill = func() error { return b.tree.SpillInline(b.tx.env.PageSize / inlineBucketFraction) }
+		}
+		if err := spill(); err != nil {
 			return false, err
 		}
 	}
 	b.seqDirty = false
 	return changed, nil
 }
+
+// inlineBucketFraction sets the largest inline bucket: a nested bucket
+// whose content is one leaf of plain values of at most page size /
+// inlineBucketFraction bytes is stored inside its parent's leaf instead of
+// in a page of its own (bbolt's inline buckets, bbolt's limit). Without
+// them a bucket of two small keys took a whole page: 100,000 such buckets
+// made a 416 MiB file where bbolt's is 65 MiB.
+const inlineBucketFraction = 4
 
 // childCache holds the child buckets a transaction opened, by name. Most
 // buckets have few children open at once, so it is a slice (no allocation

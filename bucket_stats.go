@@ -16,12 +16,26 @@ func (b *Bucket) Stats() BucketStats {
 	// branches point to one subtree many times (a DAG, no cycle) it would
 	// otherwise take exponentially many steps.
 	seen := map[page.ID]struct{}{}
-	b.statsOf(b.tree.Root(), &s, 0, seen)
+	b.statsOf(page.BucketRecord{Root: b.tree.Root(), Inline: b.tree.Inline()}, &s, 0, seen)
 	return s
 }
 
-func (b *Bucket) statsOf(root page.Ref, s *BucketStats, depth int, seen map[page.ID]struct{}) {
+func (b *Bucket) statsOf(rec page.BucketRecord, s *BucketStats, depth int, seen map[page.ID]struct{}) {
 	s.BucketN++
+	root := rec.Root
+	if rec.Inline != nil {
+		// As bbolt counts an inline bucket: its keys, one level, and its
+		// bytes as InlineBucketInuse rather than as a leaf page.
+		s.InlineBucketN++
+		s.InlineBucketInuse += len(rec.Inline)
+		if n, err := page.InlineLeaf(root.ID, rec.Inline); err == nil {
+			s.KeyN += n.Count()
+		}
+		if s.Depth < 1 {
+			s.Depth = 1
+		}
+		return
+	}
 	if root.IsZero() {
 		if s.Depth < 1 {
 			s.Depth = 1
@@ -94,7 +108,7 @@ func (b *Bucket) nodeStats(ref page.Ref, s *BucketStats, level, depth int, seen 
 				return
 			}
 			var sub BucketStats
-			b.statsOf(rec.Root, &sub, depth+level, seen)
+			b.statsOf(rec, &sub, depth+level, seen)
 			s.Add(sub)
 		case page.FlagBlob:
 			ref, err := page.DecodeBlobRef(ref.ID, v)

@@ -17,7 +17,7 @@ import (
 // bytes written: always tx.Size() on success.
 //
 // The copy is a file rivet itself could have written (docs/design.md §6,
-// invariant 8): every page the state reaches is copied byte for byte, every
+// invariant 9): every page the state reaches is copied byte for byte, every
 // other page is written as zeros, and the free-space maps and both metas are
 // built anew from the reachable pages, so every meta field agrees with every
 // map page it names. Nothing of the source file's free-space bookkeeping —

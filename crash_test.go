@@ -249,6 +249,14 @@ func crashRecoveryRound(t *testing.T, seed int64, points int, mode crashMode) {
 		err := db.Update(func(tx *Tx) error {
 			for j := 0; j < 1+rng.Intn(20); j++ {
 				name := []byte(fmt.Sprintf("b%d", rng.Intn(3)))
+				keys, maxValue := 200, 600
+				if rng.Intn(3) == 0 {
+					// Small buckets of a few short keys: inline buckets
+					// (format 3), some growing past the inline limit and
+					// shrinking back.
+					name = []byte(fmt.Sprintf("s%02d", rng.Intn(20)))
+					keys, maxValue = 6, 60
+				}
 				b, err := tx.CreateBucketIfNotExists(name)
 				if err != nil {
 					return err
@@ -258,10 +266,10 @@ func crashRecoveryRound(t *testing.T, seed int64, points int, mode crashMode) {
 						return err
 					}
 				}
-				k := []byte(fmt.Sprintf("k%03d", rng.Intn(200)))
+				k := []byte(fmt.Sprintf("k%03d", rng.Intn(keys)))
 				switch r := rng.Intn(10); {
 				case r < 6:
-					v := make([]byte, rng.Intn(600))
+					v := make([]byte, rng.Intn(maxValue))
 					rng.Read(v)
 					if err := b.Put(k, v); err != nil {
 						return err

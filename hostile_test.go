@@ -34,8 +34,10 @@ const hostileBlob = 8*hostilePS + 600
 // hostileDB builds the database the hostile tests damage:
 //
 //   - txn 2: bucket "b" (hostileKeys keys, a branch root) with a blob value "blob"
-//     and a nested bucket "inner" holding a key;
-//   - txn 3: bucket "z" with one key. Nothing else changes, so every page of
+//     and a nested bucket "inner" holding a key and a 300-byte value (a
+//     root page of its own), and a nested bucket "tiny" with three keys (an
+//     inline bucket, stored in b's leaf);
+//   - txn 3: bucket "z" with one 350-byte value (a root page of its own). Nothing else changes, so every page of
 //     "b" is older than the newest meta's steady txid and recovery at Open
 //     does not read it: damage there is met by reads and by Check.
 //
@@ -64,7 +66,23 @@ func hostileDB(t testing.TB) (string, []byte) {
 		if err != nil {
 			return err
 		}
-		return in.Put([]byte("ik"), []byte("iv"))
+		if err := in.Put([]byte("ik"), []byte("iv")); err != nil {
+			return err
+		}
+		// Past the inline limit: "inner" has a root page of its own.
+		if err := in.Put([]byte("pad"), bytes.Repeat([]byte("p"), 300)); err != nil {
+			return err
+		}
+		tiny, err := b.CreateBucket([]byte("tiny"))
+		if err != nil {
+			return err
+		}
+		for _, k := range []string{"t1", "t2", "t3"} {
+			if err := tiny.Put([]byte(k), []byte("v-"+k)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +92,9 @@ func hostileDB(t testing.TB) (string, []byte) {
 		if err != nil {
 			return err
 		}
-		return z.Put([]byte("last"), []byte("commit"))
+		// Over a quarter page, so "z" has a root page of its own
+		// rather than being inline.
+		return z.Put([]byte("last"), bytes.Repeat([]byte("commit "), 50))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -1091,5 +1111,78 @@ func TestDamagedMetaIsReported(t *testing.T) {
 				t.Errorf("%s: warnings %q, want one naming the damaged meta", what, log.warnings)
 			}
 		}
+	}
+}
+
+// (q) Inline buckets (format 3) whose bytes lie. The record of the inline
+// bucket "tiny" sits in a leaf of bucket b; each case rewrites part of it
+// (resealing checksums, so only structure can catch it) and must be
+// reported by Check naming that leaf and by reads as ErrCorrupt — never a
+// panic, a hang, or pages freed or reached through the forged record.
+func TestHostileInlineBucket(t *testing.T) {
+	cases := []struct {
+		name  string
+		forge func(rec []byte)
+	}{
+		{"reserved bytes set", func(rec []byte) { rec[8] = 1 }},
+		{"huge count", func(rec []byte) { binary.LittleEndian.PutUint32(rec[0:], 1<<31) }},
+		{"count past its elements", func(rec []byte) { binary.LittleEndian.PutUint32(rec[0:], 4) }},
+		{"zero count", func(rec []byte) { binary.LittleEndian.PutUint32(rec[0:], 0) }},
+		{"element claims a nested bucket", func(rec []byte) {
+			binary.LittleEndian.PutUint32(rec[page.HeaderSize:], page.FlagBucket)
+		}},
+		{"element claims a blob", func(rec []byte) {
+			binary.LittleEndian.PutUint32(rec[page.HeaderSize+page.LeafElemSize:], page.FlagBlob)
+		}},
+		{"element past the end", func(rec []byte) {
+			binary.LittleEndian.PutUint32(rec[page.HeaderSize+12:], 1<<20)
+		}},
+		{"key inside the header", func(rec []byte) {
+			binary.LittleEndian.PutUint32(rec[page.HeaderSize+4:], 8)
+		}},
+		{"keys out of order", func(rec []byte) {
+			// Swap the second bytes of keys t1 and t3: "t3" < "t1" fails.
+			k0 := int(binary.LittleEndian.Uint32(rec[page.HeaderSize+4:]))
+			k2 := int(binary.LittleEndian.Uint32(rec[page.HeaderSize+2*page.LeafElemSize+4:]))
+			rec[k0+1], rec[k2+1] = rec[k2+1], rec[k0+1]
+		}},
+		{"unknown record flags", func(rec []byte) { binary.LittleEndian.PutUint32(rec[20:], 6) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path, img := hostileDB(t)
+			h := newHimg(t, img)
+			chain := h.pathTo("b", "tiny")
+			leaf := chain[len(chain)-1]
+			flags, v, voff := h.leafValue(leaf, "tiny")
+			if flags != page.FlagBucket || len(v) <= page.RecordSize {
+				t.Fatalf("bucket tiny is not inline: flags %d, record of %d bytes", flags, len(v))
+			}
+			c.forge(h.pg(leaf)[voff : voff+len(v)])
+			h.reseal(chain...)
+			h.write(path)
+			r := openHostile(t, path)
+			if r.openErr != nil {
+				t.Fatal(r.openErr)
+			}
+			wantCheckNames(t, r.checkErr, leaf)
+			db, err := Open(path, 0o600, &Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			err = db.View(func(tx *Tx) error {
+				if b := tx.Bucket([]byte("b")).Bucket([]byte("tiny")); b != nil {
+					// Reading may succeed for damage only Check sees
+					// (keys out of order); it must not panic.
+					_ = b.ForEach(func(k, v []byte) error { return nil })
+					_ = b.Get([]byte("t2"))
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, rerrors.ErrCorrupt) {
+				t.Fatalf("reading the forged bucket: %v, want nil or ErrCorrupt", err)
+			}
+		})
 	}
 }

@@ -103,8 +103,12 @@ func killTxn(seed int64, i uint64) []killOp {
 		switch r := rng.IntN(100); {
 		case r < 55:
 			ops = append(ops, killOp{kind: killPut, path: path, key: key, val: value(rng.IntN(200))})
-		case r < 62:
+		case r < 60:
+			// In multi-page leaves (up to eight pages stay in the leaf).
 			ops = append(ops, killOp{kind: killPut, path: path, key: key, val: value(2048 + rng.IntN(4096))})
+		case r < 62:
+			// Past eight 4 KiB pages: a blob at every page size.
+			ops = append(ops, killOp{kind: killPut, path: path, key: key, val: value(33000 + rng.IntN(8192))})
 		case r < 92:
 			ops = append(ops, killOp{kind: killDel, path: path, key: key})
 		case r < 96:

@@ -192,6 +192,7 @@ func TestModelRandomized(t *testing.T) {
 	if testing.Short() {
 		txns = 80
 	}
+	var sawInline, sawPaged int
 	for i := 0; i < txns; i++ {
 		next := model.clone()
 		rollback := rng.Intn(10) == 0
@@ -215,6 +216,14 @@ func TestModelRandomized(t *testing.T) {
 			model = next
 		}
 		compareDB(t, db.DB, model)
+		if inline, paged := bucketKinds(t, db.DB); inline > 0 && paged > 0 {
+			sawInline++
+			sawPaged++
+		} else if inline > 0 {
+			sawInline++
+		} else if paged > 0 {
+			sawPaged++
+		}
 		if rng.Intn(25) == 0 {
 			db.reopen()
 			compareDB(t, db.DB, model)
@@ -223,6 +232,28 @@ func TestModelRandomized(t *testing.T) {
 			mustCheck(t, db.DB)
 		}
 	}
+	// The run must have covered both kinds of nested bucket.
+	t.Logf("committed states with inline buckets: %d, with paged nested buckets: %d", sawInline, sawPaged)
+	if sawInline == 0 || sawPaged == 0 {
+		t.Fatalf("no state had both inline and paged buckets: the run no longer covers both kinds (seed %d)", seed)
+	}
+}
+
+// bucketKinds counts the inline buckets and the nested buckets with pages
+// of the committed state.
+func bucketKinds(t *testing.T, db *DB) (inline, paged int) {
+	t.Helper()
+	if err := db.View(func(tx *Tx) error {
+		return tx.ForEach(func(_ []byte, b *Bucket) error {
+			s := b.Stats()
+			inline += s.InlineBucketN
+			paged += s.BucketN - s.InlineBucketN
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return inline, paged
 }
 
 // randomOps applies ops random operations to the write transaction tx and

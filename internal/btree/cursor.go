@@ -108,12 +108,10 @@ func (c *Cursor) pushRoot() bool {
 		c.stack = append(c.stack, elemRef{node: c.t.rootNode})
 		return true
 	}
-	if c.t.root.IsZero() {
-		return false
-	}
-	p, err := c.t.env.readNode(c.t.root)
-	if err != nil {
-		c.fail(err)
+	p, ok := c.t.rootPage()
+	if !ok {
+		c.stack = c.stack[:0]
+		c.key = nil
 		return false
 	}
 	c.stack = append(c.stack, elemRef{page: p})
@@ -484,10 +482,16 @@ func (c *Cursor) searchLeaf(top *elemRef, key []byte, n int) int {
 // onto c's stack, which must be empty. Without a cursor (Get) the descent
 // keeps only the current node.
 func (t *Tree) searchPages(key []byte, c *Cursor) (leaf page.Node, index int, exact bool, ok bool) {
-	if t.root.IsZero() {
+	var p page.Node
+	var err error
+	switch {
+	case !t.root.IsZero():
+		p, err = t.env.readNode(t.root)
+	case t.inline.Count() > 0:
+		p = t.inline // a leaf (page.InlineLeaf)
+	default:
 		return page.Node{}, 0, false, false
 	}
-	p, err := t.env.readNode(t.root)
 	for depth := 1; err == nil; depth++ {
 		if p.IsLeaf() {
 			if index, exact, err = p.LeafSearch(key); err != nil {

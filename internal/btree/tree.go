@@ -15,7 +15,13 @@ const DefaultFillPercent = 0.5
 // Tree is one bucket's B+tree inside a transaction.
 type Tree struct {
 	env  *Env
-	root page.Ref // the committed root (zero: empty)
+	root page.Ref // the committed root (zero: empty, or inline)
+	// inline is the content of an inline bucket (docs/design.md §2.4): a
+	// leaf held in the parent's leaf, with no page of its own. Zero Node
+	// (Count 0) when the tree has pages or is empty.
+	//
+	// Invariant: at most one of root and inline is set.
+	inline page.Node
 	// rootNode is the materialised root, once anything changed. Nodes are
 	// materialised root first (children through their parent), so while
 	// it is nil nothing is materialised and reads descend the map directly
@@ -48,6 +54,39 @@ func Open(env *Env, root page.Ref) *Tree {
 // own structs instead of allocating one.
 func (t *Tree) Init(env *Env, root page.Ref) {
 	*t = Tree{env: env, root: root, FillPercent: DefaultFillPercent}
+}
+
+// InitInline makes t the tree whose whole content is the inline bucket
+// record's leaf (as page.InlineLeaf returned it).
+func (t *Tree) InitInline(env *Env, leaf page.Node) {
+	*t = Tree{env: env, inline: leaf, FillPercent: DefaultFillPercent}
+}
+
+// Inline returns the tree's inline bucket record (page.InlineLeaf): the
+// committed one, or after SpillInline the new one (with sequence 0); nil if
+// the tree is not inline.
+func (t *Tree) Inline() []byte {
+	if t.inline.Count() == 0 {
+		return nil
+	}
+	return t.inline.Bytes()
+}
+
+// rootPage returns the committed root node: the inline leaf, or the page
+// root names; ok is false for an empty tree or on corruption (recorded).
+func (t *Tree) rootPage() (p page.Node, ok bool) {
+	if t.inline.Count() > 0 {
+		return t.inline, true
+	}
+	if t.root.IsZero() {
+		return page.Node{}, false
+	}
+	p, err := t.env.readNode(t.root)
+	if err != nil {
+		t.env.fail(err)
+		return page.Node{}, false
+	}
+	return p, true
 }
 
 // Env returns the transaction environment.
@@ -112,6 +151,17 @@ func (t *Tree) materialize(ref page.Ref, parent *node, key []byte) (*node, error
 func (t *Tree) rootForWrite() (*node, error) {
 	if t.rootNode != nil {
 		return t.rootNode, nil
+	}
+	if t.inline.Count() > 0 {
+		// The inline leaf becomes the root node; it has no page to free.
+		n := &node{tree: t}
+		if err := n.load(t.inline); err != nil {
+			t.env.fail(err)
+			return nil, err
+		}
+		t.rootNode = n
+		t.env.Stats.NodeCount++
+		return n, nil
 	}
 	if t.root.IsZero() {
 		t.rootNode = &node{tree: t, leaf: true}
@@ -377,6 +427,8 @@ func (t *Tree) Spill() error {
 	}
 	start := time.Now()
 	defer func() { t.env.Stats.SpillTime += int64(time.Since(start)) }()
+	// The tree is written to pages (or emptied): it is no longer inline.
+	t.inline = page.Node{}
 	root := t.rootNode
 	if len(root.inodes) == 0 {
 		// An empty tree has no pages.
@@ -390,6 +442,45 @@ func (t *Tree) Spill() error {
 	if err := t.spill(root); err != nil {
 		return err
 	}
+	t.reset()
+	return t.env.Err
+}
+
+// SpillInline is Spill for a nested bucket's tree: if, after the changes,
+// the tree is one leaf of plain values (no nested bucket, no blob) whose
+// inline image is at most maxSize bytes, the tree becomes inline — Inline
+// returns the image, Root is zero — and the pages it had are freed. Any
+// other tree is spilled to pages as by Spill.
+func (t *Tree) SpillInline(maxSize int) error {
+	n := t.rootNode
+	if n == nil || !n.leaf || len(n.inodes) == 0 || n.parent != nil || len(t.nodes) > 1 || !n.sizeLessThan(maxSize+1) {
+		return t.Spill()
+	}
+	for i := range n.inodes {
+		if n.inodes[i].flags != 0 {
+			return t.Spill()
+		}
+	}
+	for _, free := range t.deferred {
+		if err := free(); err != nil {
+			return err
+		}
+	}
+	t.deferred = nil
+	img := page.EncodeInlineRecord(len(n.inodes), func(i int) (uint32, []byte, []byte) {
+		in := &n.inodes[i]
+		return in.flags, in.key, in.value
+	})
+	leaf, err := page.InlineLeaf(0, img)
+	if err != nil {
+		t.env.fail(err)
+		return err
+	}
+	if err := n.free(); err != nil {
+		return err
+	}
+	t.root = page.Ref{}
+	t.inline = leaf
 	t.reset()
 	return t.env.Err
 }

@@ -166,6 +166,10 @@ func (w *Walker) node(ref page.Ref, depth, nest int, lo, hi []byte) {
 				w.report(err)
 				continue
 			}
+			if rec.Inline != nil {
+				w.inline(ref.ID, rec.Inline)
+				continue
+			}
 			if rec.Root.Txid > h.Txid {
 				w.report(page.Corruptf(ref.ID, "bucket root %d written by txn %d, after its parent's txn %d", rec.Root.ID, rec.Root.Txid, h.Txid))
 				continue
@@ -187,6 +191,30 @@ func (w *Walker) node(ref page.Ref, depth, nest int, lo, hi []byte) {
 				w.blob(b)
 			}
 		}
+	}
+}
+
+// inline checks the inline bucket record rec found in a leaf of page id:
+// DecodeBucketRecord validated its shape and that it holds plain values
+// only (so it reaches no page, and the parent's checksum covers all of it);
+// here its keys must ascend.
+func (w *Walker) inline(id page.ID, rec []byte) {
+	n, err := page.InlineLeaf(id, rec)
+	if err != nil {
+		w.report(err)
+		return
+	}
+	var prev []byte
+	for i := 0; i < n.Count() && !w.stopped; i++ {
+		key, err := n.LeafKey(i)
+		if err != nil {
+			w.report(err)
+			return
+		}
+		if prev != nil && bytes.Compare(prev, key) >= 0 {
+			w.report(page.Corruptf(id, "inline bucket key %d (%q) not after key %d (%q)", i, trim(key), i-1, trim(prev)))
+		}
+		prev = key
 	}
 }
 

@@ -274,8 +274,9 @@ func FuzzDecodeMeta(f *testing.F) {
 		}
 		enc := make([]byte, m.PageSize)
 		EncodeMeta(enc, m)
-		if binary.LittleEndian.Uint32(buf[metaOffVersion:]) == 1 {
-			// A format-1 meta is read as format 2 and written as such.
+		if binary.LittleEndian.Uint32(buf[metaOffVersion:]) < FormatVersion {
+			// An older format's meta is read as this format's and
+			// written as such.
 			buf = bytes.Clone(buf)
 			binary.LittleEndian.PutUint32(buf[metaOffVersion:], FormatVersion)
 			fixMetaChecksum(buf)
@@ -359,11 +360,29 @@ func FuzzRecords(f *testing.F) {
 	f.Add(BucketRecord{}.Encode(), uint64(5))
 	f.Add(BlobRef{Length: 1 << 20, First: ExtentRef{Ref: Ref{ID: 100, Txid: 8, Checksum: 99}, Pages: 257}}.Encode(), uint64(6))
 	f.Add([]byte("short"), uint64(7))
+	inline := EncodeInlineRecord(2, func(i int) (uint32, []byte, []byte) {
+		return 0, []byte{'a' + byte(i)}, []byte("value")
+	})
+	f.Add(BucketRecord{Sequence: 9, Inline: inline}.Encode(), uint64(8))
 	f.Fuzz(func(t *testing.T, v []byte, id uint64) {
 		if rec, err := DecodeBucketRecord(id, v); err != nil {
 			wantCorrupt(t, "DecodeBucketRecord", err, id)
 		} else if !bytes.Equal(rec.Encode(), v) {
 			t.Fatalf("bucket record %x re-encodes as %x", v, rec.Encode())
+		} else if rec.Inline != nil {
+			// Accepted inline content: every element reads, and every
+			// search ends, without a panic.
+			n, err := InlineLeaf(id, v)
+			if err != nil {
+				t.Fatalf("DecodeBucketRecord accepted an inline leaf InlineLeaf refuses: %v", err)
+			}
+			for i := 0; i < n.Count(); i++ {
+				flags, k, _, err := n.LeafElem(i)
+				if err != nil || flags != 0 {
+					t.Fatalf("accepted inline element %d: flags %d, %v", i, flags, err)
+				}
+				_, _, _ = n.LeafSearch(k)
+			}
 		}
 		if ref, err := DecodeBlobRef(id, v); err != nil {
 			wantCorrupt(t, "DecodeBlobRef", err, id)

@@ -190,11 +190,14 @@ func DecodeMeta(id ID, buf []byte) (*Meta, error) {
 	if le.Uint32(buf[metaOffMagic:]) != Magic {
 		return nil, rerrors.ErrInvalid
 	}
-	// Format 1 is format 2 without a delta: its delta count field was
-	// reserved and zero, so the same decoding reads it. It is upgraded by
-	// the first sync point, which writes a format-2 meta.
+	// Older formats are subsets of this one, read by the same decoding:
+	// format 1 is format 2 without a delta (its delta count field was
+	// reserved and zero), format 2 is format 3 without inline buckets (a
+	// bucket record never had the inline flag). The first sync point of a
+	// newer build writes a meta of its own format, which older builds
+	// refuse, as they must once an inline bucket may exist.
 	version := le.Uint32(buf[metaOffVersion:])
-	if version != FormatVersion && version != 1 {
+	if version < 1 || version > FormatVersion {
 		return nil, rerrors.ErrVersionMismatch
 	}
 	ps := int(le.Uint32(buf[metaOffPageSize:]))

@@ -7,14 +7,28 @@ const RecordSize = 32
 
 // BucketRecord is the value of a FlagBucket leaf element (docs/design.md §2.4).
 type BucketRecord struct {
-	Root     Ref // Root.ID == 0: the bucket is empty
+	Root     Ref // Root.ID == 0: the bucket is empty, or inline
 	Sequence uint64
+	// Inline, when not nil, is the whole record value of an inline bucket
+	// (see InlineLeaf): the bucket's content is stored in the record, in
+	// the parent's leaf, and takes no page of its own. Root is then zero;
+	// Encode writes Sequence over the sequence field of Inline.
+	Inline []byte
 }
 
-// Encode returns the record's 32 bytes.
+// BucketFlagInline marks an inline bucket record (the flags field, bytes
+// 20-24 of a record).
+const BucketFlagInline uint32 = 1
+
+// Encode returns the record's bytes: 32, or the inline record.
 func (b BucketRecord) Encode() []byte {
-	buf := make([]byte, RecordSize)
 	le := binary.LittleEndian
+	if b.Inline != nil {
+		buf := append([]byte(nil), b.Inline...)
+		le.PutUint64(buf[24:], b.Sequence)
+		return buf
+	}
+	buf := make([]byte, RecordSize)
 	le.PutUint64(buf[0:], b.Root.ID)
 	le.PutUint64(buf[8:], b.Root.Txid)
 	le.PutUint32(buf[16:], b.Root.Checksum)
@@ -22,19 +36,84 @@ func (b BucketRecord) Encode() []byte {
 	return buf
 }
 
-// DecodeBucketRecord decodes a bucket record read from leaf page id.
+// DecodeBucketRecord decodes a bucket record read from leaf page id. An
+// inline record is validated (InlineLeaf); Inline aliases v.
 func DecodeBucketRecord(id ID, v []byte) (BucketRecord, error) {
-	if len(v) != RecordSize {
-		return BucketRecord{}, Corruptf(id, "bucket record is %d bytes, want %d", len(v), RecordSize)
+	if len(v) < RecordSize {
+		return BucketRecord{}, Corruptf(id, "bucket record is %d bytes, want at least %d", len(v), RecordSize)
 	}
 	le := binary.LittleEndian
-	if le.Uint32(v[20:]) != 0 {
-		return BucketRecord{}, Corruptf(id, "bucket record has unknown flags %d", le.Uint32(v[20:]))
+	rec := BucketRecord{Sequence: le.Uint64(v[24:])}
+	switch flags := le.Uint32(v[20:]); flags {
+	case 0:
+		if len(v) != RecordSize {
+			return BucketRecord{}, Corruptf(id, "bucket record is %d bytes, want %d", len(v), RecordSize)
+		}
+		rec.Root = Ref{ID: le.Uint64(v[0:]), Txid: le.Uint64(v[8:]), Checksum: le.Uint32(v[16:])}
+	case BucketFlagInline:
+		if _, err := InlineLeaf(id, v); err != nil {
+			return BucketRecord{}, err
+		}
+		rec.Inline = v[:len(v):len(v)]
+	default:
+		return BucketRecord{}, Corruptf(id, "bucket record has unknown flags %d", flags)
 	}
-	return BucketRecord{
-		Root:     Ref{ID: le.Uint64(v[0:]), Txid: le.Uint64(v[8:]), Checksum: le.Uint32(v[16:])},
-		Sequence: le.Uint64(v[24:]),
-	}, nil
+	return rec, nil
+}
+
+// InlineLeaf validates the inline bucket record v, found in a leaf of page
+// id, and returns its content as a leaf Node. The record is laid out as a
+// leaf node whose 32-byte header is the bucket record itself: element count
+// u32 (bytes 0-4), zeros (4-20), flags = BucketFlagInline (20-24), sequence
+// (24-32); then the element array and the key and value bytes, offsets
+// counted from the record's first byte, as in a leaf page. At least one
+// element, all plain values: an inline bucket holds no nested bucket and
+// no blob, so it owns no page. An inline bucket thus costs 32 bytes plus
+// its elements, as bbolt's (a 16-byte bucket header and a 16-byte page
+// header).
+func InlineLeaf(id ID, v []byte) (Node, error) {
+	le := binary.LittleEndian
+	if len(v) < RecordSize || le.Uint32(v[20:]) != BucketFlagInline {
+		return Node{}, Corruptf(id, "not an inline bucket record (%d bytes)", len(v))
+	}
+	for _, b := range v[4:20] {
+		if b != 0 {
+			return Node{}, Corruptf(id, "inline bucket record has non-zero bytes in its reserved field")
+		}
+	}
+	count := uint64(le.Uint32(v[0:]))
+	if count == 0 || HeaderSize+count*LeafElemSize > uint64(len(v)) {
+		return Node{}, Corruptf(id, "inline bucket of %d elements does not fit its %d bytes", count, len(v))
+	}
+	n := Node{buf: v, count: int32(count), leaf: true}
+	for i := 0; i < int(count); i++ {
+		flags, _, _, err := n.LeafElem(i)
+		if err != nil {
+			return Node{}, Corruptf(id, "inline bucket element %d lies outside its %d bytes", i, len(v))
+		}
+		if flags != 0 {
+			return Node{}, Corruptf(id, "inline bucket element %d has flags %d; an inline bucket holds plain values only", i, flags)
+		}
+	}
+	return n, nil
+}
+
+// EncodeInlineRecord returns the inline bucket record (see InlineLeaf) of n
+// elements, with sequence 0 (BucketRecord.Encode sets it).
+func EncodeInlineRecord(n int, elem func(i int) (flags uint32, key, value []byte)) []byte {
+	size := HeaderSize + n*LeafElemSize
+	for i := 0; i < n; i++ {
+		_, k, v := elem(i)
+		size += len(k) + len(v)
+	}
+	buf := make([]byte, size)
+	EncodeLeafFunc(buf, size, 0, 0, n, elem)
+	// The element array and data are a leaf's; the header is the record's.
+	clear(buf[:HeaderSize])
+	le := binary.LittleEndian
+	le.PutUint32(buf[0:], uint32(n))
+	le.PutUint32(buf[20:], BucketFlagInline)
+	return buf
 }
 
 // ExtentRef points to a blob extent: the run's reference and its length in pages.
