@@ -54,6 +54,14 @@ type Batcher interface {
 	Batch(bucket []byte, kvs []KV) error
 }
 
+// NestedUpdater is implemented by DBs with nested buckets (bbolt and
+// rivet; not LMDB): UpdateNested creates, under the top-level bucket
+// parent, each bucket named in batches (both if missing) and puts its
+// pairs, all in one durable write transaction.
+type NestedUpdater interface {
+	UpdateNested(parent []byte, batches []BucketKVs) error
+}
+
 // DB is an open database as the workloads see it. Every method is one
 // transaction, so a workload's transaction boundaries are explicit at the call
 // site and identical across engines.

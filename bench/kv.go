@@ -14,22 +14,24 @@ type cursorAPI interface {
 	Next() (key, value []byte)
 }
 
-// bucketAPI is the part of *bbolt.Bucket the workloads use.
-type bucketAPI[C cursorAPI] interface {
+// bucketAPI is the part of *bbolt.Bucket the workloads use; B is the
+// bucket type itself (nested buckets).
+type bucketAPI[B any, C cursorAPI] interface {
 	Get(key []byte) []byte
 	Put(key, value []byte) error
 	Delete(key []byte) error
 	Cursor() C
+	CreateBucketIfNotExists(name []byte) (B, error)
 }
 
 // txAPI is the part of *bbolt.Tx the workloads use.
-type txAPI[B bucketAPI[C], C cursorAPI] interface {
+type txAPI[B bucketAPI[B, C], C cursorAPI] interface {
 	Bucket(name []byte) B
 	CreateBucketIfNotExists(name []byte) (B, error)
 }
 
 // dbAPI is the part of *bbolt.DB the workloads use.
-type dbAPI[T txAPI[B, C], B bucketAPI[C], C cursorAPI] interface {
+type dbAPI[T txAPI[B, C], B bucketAPI[B, C], C cursorAPI] interface {
 	Update(fn func(T) error) error
 	Batch(fn func(T) error) error
 	View(fn func(T) error) error
@@ -37,7 +39,7 @@ type dbAPI[T txAPI[B, C], B bucketAPI[C], C cursorAPI] interface {
 }
 
 // kvDB adapts a bbolt-shaped database to DB.
-type kvDB[D dbAPI[T, B, C], T txAPI[B, C], B bucketAPI[C], C cursorAPI] struct {
+type kvDB[D dbAPI[T, B, C], T txAPI[B, C], B bucketAPI[B, C], C cursorAPI] struct {
 	db D
 	// counters reads the engine's cumulative I/O counters; engine specific
 	// because the Stats types differ.
@@ -45,7 +47,7 @@ type kvDB[D dbAPI[T, B, C], T txAPI[B, C], B bucketAPI[C], C cursorAPI] struct {
 }
 
 // openKV wraps db and, unless readOnly, makes sure BucketName exists.
-func openKV[D dbAPI[T, B, C], T txAPI[B, C], B bucketAPI[C], C cursorAPI](db D, readOnly bool, counters func() Counters) (*kvDB[D, T, B, C], error) {
+func openKV[D dbAPI[T, B, C], T txAPI[B, C], B bucketAPI[B, C], C cursorAPI](db D, readOnly bool, counters func() Counters) (*kvDB[D, T, B, C], error) {
 	k := &kvDB[D, T, B, C]{db: db, counters: counters}
 	if readOnly {
 		return k, nil
@@ -103,6 +105,28 @@ func (k *kvDB[D, T, B, C]) UpdateBuckets(batches []BucketKVs) error {
 	return k.db.Update(func(tx T) error {
 		for _, bk := range batches {
 			b, err := tx.CreateBucketIfNotExists(bk.Bucket)
+			if err != nil {
+				return err
+			}
+			for _, kv := range bk.KVs {
+				if err := b.Put(kv.Key, kv.Value); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// UpdateNested implements NestedUpdater.
+func (k *kvDB[D, T, B, C]) UpdateNested(parent []byte, batches []BucketKVs) error {
+	return k.db.Update(func(tx T) error {
+		p, err := tx.CreateBucketIfNotExists(parent)
+		if err != nil {
+			return err
+		}
+		for _, bk := range batches {
+			b, err := p.CreateBucketIfNotExists(bk.Bucket)
 			if err != nil {
 				return err
 			}
