@@ -157,7 +157,7 @@ func (db *DB) load(fs vfs.FS) error {
 		// its maps, and perhaps its data, are gone. bbolt's words.
 		return fmt.Errorf("%w: file size too small: %d bytes, but a file with %d-byte pages is at least %d", rerrors.ErrInvalid, size, ps, int64(page.MinPages)*int64(ps))
 	}
-	p, err := pager.Open(db.file, pager.Options{PageSize: ps, InitialMmapSize: int64(db.opts.InitialMmapSize), ReadOnly: db.readOnly})
+	p, err := pager.Open(db.file, pager.Options{PageSize: ps, InitialMmapSize: int64(db.opts.InitialMmapSize), MaxSize: int64(db.MaxSize), ReadOnly: db.readOnly})
 	if err != nil {
 		return err
 	}
@@ -504,7 +504,7 @@ func (db *DB) create(fs vfs.FS) error {
 		return fmt.Errorf("rivet: page size %d is not supported: it must be a power of two from %d to %d bytes", ps, page.MinPageSize, page.MaxPageSize)
 	}
 	db.pageSize = ps
-	p, err := pager.Open(db.file, pager.Options{PageSize: ps, InitialMmapSize: int64(db.opts.InitialMmapSize)})
+	p, err := pager.Open(db.file, pager.Options{PageSize: ps, InitialMmapSize: int64(db.opts.InitialMmapSize), MaxSize: int64(db.MaxSize)})
 	if err != nil {
 		return err
 	}

@@ -478,18 +478,29 @@ func (p *Pager) grow(need int64) error {
 	if p.maxSize > 0 && need > p.maxSize {
 		return fmt.Errorf("%w: need %d bytes, limit %d", rerrors.ErrMaxSizeReached, need, p.maxSize)
 	}
+	// step is the slack a file of n bytes gets past GrowSize: 1/16 of it,
+	// at least 1 MiB, at most GrowSize, so a file carries at most 6 % or
+	// 16 MiB of slack, against bbolt's 16 MiB. (Steps of 1/8 left a
+	// 100 MiB file 12 MiB of slack that bbolt's did not have.)
+	step := func(n int64) int64 { return min(p.growSize, max(n/16, minGrowStep)) }
 	target := need
 	if size < p.growSize {
 		// Doubling, as bbolt's file does up to its 16 MiB allocation step
 		// (it grows the file to its doubling map size): a compacted copy
 		// of a small database stays small.
 		target = max(need, min(2*size, p.growSize))
-	} else if step := min(p.growSize, max(size/16, minGrowStep)); size <= maxOffset-step {
-		// Past GrowSize, steps of 1/16 of the file up to GrowSize: the
-		// slack a file carries is then at most 6 % or 16 MiB, against
-		// bbolt's 16 MiB. (Steps of 1/8 left a 100 MiB file 12 MiB of
-		// slack that bbolt's did not have.)
-		target = max(need, size+step)
+	} else if s := step(size); size <= maxOffset-s {
+		target = max(need, size+s)
+	}
+	if target == need {
+		// One commit needed more than a step: give the new size its own
+		// slack, so the next small commit does not grow the file again
+		// (bbolt's TestOpen_Size: a 20 MB load, then one key).
+		if need < p.growSize {
+			target = min(p.growSize, nextPowerOfTwo(need))
+		} else if s := step(need); need <= maxOffset-s {
+			target = need + s
+		}
 	}
 	target = roundUp(target, p.ps)
 	if p.maxSize > 0 && target > p.maxSize {
@@ -500,6 +511,15 @@ func (p *Pager) grow(need int64) error {
 	}
 	p.noteSize(target)
 	return nil
+}
+
+// nextPowerOfTwo returns the smallest power of two >= n (n > 0).
+func nextPowerOfTwo(n int64) int64 {
+	p := int64(1)
+	for p < n {
+		p <<= 1
+	}
+	return p
 }
 
 // WriteRuns writes page runs. Each run's Data must be a positive multiple of

@@ -425,14 +425,15 @@ func TestEnsureMappedGrowsFile(t *testing.T) {
 	if got := size(); got != 32*ps {
 		t.Fatalf("size %d pages, want 32", got/ps)
 	}
-	// A need beyond one step is met exactly ...
+	// A need beyond one step gets a step of its own on top, cut short at
+	// MaxSize ...
 	if err := p.EnsureMapped(95); err != nil {
 		t.Fatal(err)
 	}
-	if got := size(); got != 95*ps {
-		t.Fatalf("size %d pages, want 95", got/ps)
+	if got := size(); got != 100*ps {
+		t.Fatalf("size %d pages, want the MaxSize of 100", got/ps)
 	}
-	// ... and a step is cut short at MaxSize ...
+	// ... which later needs then fit ...
 	if err := p.EnsureMapped(96); err != nil {
 		t.Fatal(err)
 	}
@@ -859,17 +860,17 @@ func TestDefaultReserveOnOS(t *testing.T) {
 	if got := p.Stats().Remaps; got != 1 {
 		t.Fatalf("Remaps = %d, want 1 (the 1 GiB reserve covers 80 MiB)", got)
 	}
-	// 1 page -> 1 page; 100 pages -> 100 (doubling 1 would fall short);
-	// 5000 pages -> 5000 (likewise); 20000 pages -> 20000: past 16 MiB
-	// the step is 1/16 of the file, but 20000 pages is more than a step
-	// away.
-	if size, _ := f.Size(); size != 20000*ps {
-		t.Fatalf("file size %d, want %d", size, 20000*ps)
+	// 1 page -> 1 page; 100 pages -> 128 (doubling 1 page falls short,
+	// so the need is rounded up to a power of two); 5000 pages (20 MB,
+	// past the 16 MiB GrowSize) -> 5000 + 1/16; 20000 -> 20000 + 1/16:
+	// each jump gets its own slack, so the next page needs no growth.
+	if size, _ := f.Size(); size != (20000+20000/16)*ps {
+		t.Fatalf("file size %d, want %d", size, (20000+20000/16)*ps)
 	}
 	if err := p.EnsureMapped(20001); err != nil {
 		t.Fatal(err)
 	}
 	if size, _ := f.Size(); size != (20000+20000/16)*ps {
-		t.Fatalf("file size %d after one more page, want 1/16 more (%d)", size, (20000+20000/16)*ps)
+		t.Fatalf("file size %d after one more page, want no growth", size)
 	}
 }
