@@ -20,32 +20,43 @@ func (b *Bucket) Stats() BucketStats {
 	return s
 }
 
+// statsOf computes into s (fresh) the stats of the bucket rec describes and
+// of everything nested in it. As in bbolt, Depth is the bucket's own tree
+// depth plus the largest Depth among its nested buckets, and an empty or
+// inline bucket is counted as inline with one level.
 func (b *Bucket) statsOf(rec page.BucketRecord, s *BucketStats, depth int, seen map[page.ID]struct{}) {
 	s.BucketN++
-	root := rec.Root
-	if rec.Inline != nil {
-		// As bbolt counts an inline bucket: its keys, one level, and its
-		// bytes as InlineBucketInuse rather than as a leaf page.
+	switch {
+	case rec.Inline != nil:
 		s.InlineBucketN++
-		s.InlineBucketInuse += len(rec.Inline)
-		if n, err := page.InlineLeaf(root.ID, rec.Inline); err == nil {
+		s.InlineBucketInuse += len(rec.Inline) - bucketHeaderShare
+		if n, err := page.InlineLeaf(rec.Root.ID, rec.Inline); err == nil {
 			s.KeyN += n.Count()
 		}
-		if s.Depth < 1 {
-			s.Depth = 1
-		}
-		return
+		s.Depth = max(s.Depth, 1)
+	case rec.Root.IsZero():
+		// An empty bucket has no page; bbolt keeps it as an empty inline
+		// bucket, and its users' tests count it so.
+		s.InlineBucketN++
+		s.InlineBucketInuse += page.RecordSize - bucketHeaderShare
+		s.Depth = max(s.Depth, 1)
+	default:
+		childDepth := 0
+		b.nodeStats(rec.Root, s, 1, depth, seen, &childDepth)
+		s.Depth += childDepth
 	}
-	if root.IsZero() {
-		if s.Depth < 1 {
-			s.Depth = 1
-		}
-		return
-	}
-	b.nodeStats(root, s, 1, depth, seen)
 }
 
-func (b *Bucket) nodeStats(ref page.Ref, s *BucketStats, level, depth int, seen map[page.ID]struct{}) {
+// bucketHeaderShare is the part of a rivet bucket record that stands for
+// bbolt's 16-byte bucket header, which bbolt leaves out of
+// InlineBucketInuse (the rest of the 32-byte record stands for bbolt's
+// 16-byte page header, which it counts). With it InlineBucketInuse reads
+// as bbolt's would for the same bucket.
+const bucketHeaderShare = 16
+
+// nodeStats adds the run ref and its subtree to s; childDepth receives the
+// largest Depth of a nested bucket met.
+func (b *Bucket) nodeStats(ref page.Ref, s *BucketStats, level, depth int, seen map[page.ID]struct{}, childDepth *int) {
 	env := b.tx.env
 	if env.Err != nil {
 		return
@@ -84,7 +95,7 @@ func (b *Bucket) nodeStats(ref page.Ref, s *BucketStats, level, depth int, seen 
 		}
 		s.BranchInuse += used
 		for i := 0; i < n.Count(); i++ {
-			b.nodeStats(n.BranchChild(i), s, level+1, depth, seen)
+			b.nodeStats(n.BranchChild(i), s, level+1, depth, seen, childDepth)
 		}
 		return
 	}
@@ -109,6 +120,8 @@ func (b *Bucket) nodeStats(ref page.Ref, s *BucketStats, level, depth int, seen 
 			}
 			var sub BucketStats
 			b.statsOf(rec, &sub, depth+level, seen)
+			*childDepth = max(*childDepth, sub.Depth)
+			sub.Depth = 0
 			s.Add(sub)
 		case page.FlagBlob:
 			ref, err := page.DecodeBlobRef(ref.ID, v)
