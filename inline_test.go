@@ -214,3 +214,74 @@ func TestManySmallBucketsAreInline(t *testing.T) {
 	}
 	t.Logf("%d buckets: %d leaf pages, %d bytes inline, state %d KiB", n, s.LeafPageN, s.InlineBucketInuse, size>>10)
 }
+
+// TestMoveBucketKeepsChangesOfSameTxn: a bucket changed and then moved in
+// one transaction keeps the changes (bbolt v1.5 moves the last committed
+// header and drops them; README "differences"). Inline and paged buckets.
+func TestMoveBucketKeepsChangesOfSameTxn(t *testing.T) {
+	for _, keys := range []int{2, 300} {
+		db := openTestDB(t, &Options{PageSize: 4096})
+		if err := db.Update(func(tx *Tx) error {
+			src, err := tx.CreateBucket([]byte("src"))
+			if err != nil {
+				return err
+			}
+			if _, err := tx.CreateBucket([]byte("dst")); err != nil {
+				return err
+			}
+			c, err := src.CreateBucket([]byte("child"))
+			if err != nil {
+				return err
+			}
+			for i := 0; i < keys; i++ {
+				if err := c.Put([]byte(fmt.Sprintf("k%04d", i)), []byte("old")); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Update(func(tx *Tx) error {
+			c := tx.Bucket([]byte("src")).Bucket([]byte("child"))
+			if err := c.Put([]byte("new"), []byte("key")); err != nil {
+				return err
+			}
+			if err := c.Delete([]byte("k0000")); err != nil {
+				return err
+			}
+			if err := c.Put([]byte("k0001"), []byte("changed")); err != nil {
+				return err
+			}
+			return tx.MoveBucket([]byte("child"), tx.Bucket([]byte("src")), tx.Bucket([]byte("dst")))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		mustCheck(t, db.DB)
+		db.reopen()
+		if err := db.View(func(tx *Tx) error {
+			if tx.Bucket([]byte("src")).Bucket([]byte("child")) != nil {
+				return fmt.Errorf("the bucket is still in src")
+			}
+			c := tx.Bucket([]byte("dst")).Bucket([]byte("child"))
+			if c == nil {
+				return fmt.Errorf("the bucket is not in dst")
+			}
+			if v := c.Get([]byte("new")); string(v) != "key" {
+				return fmt.Errorf("new key: %q", v)
+			}
+			if v := c.Get([]byte("k0000")); v != nil {
+				return fmt.Errorf("deleted key: %q", v)
+			}
+			if v := c.Get([]byte("k0001")); string(v) != "changed" {
+				return fmt.Errorf("changed key: %q", v)
+			}
+			if n := c.Stats().KeyN; n != keys {
+				return fmt.Errorf("%d keys, want %d", n, keys)
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("%d keys: %v", keys, err)
+		}
+	}
+}

@@ -35,6 +35,8 @@ for mod in . bench cmd/rivet; do
   step "vet + staticcheck: ${mod}"
   (cd "${mod}" && go vet ./... && staticcheck ./...)
 done
+step "vet + staticcheck: compat/bboltsuite (its own code; the suite is bbolt's)"
+(cd compat/bboltsuite && go vet ./shim/... ./prune && staticcheck ./shim/... ./prune)
 
 step "cross-compile the library (darwin, windows, linux/arm64)"
 for target in darwin/amd64 darwin/arm64 windows/amd64 linux/arm64; do
@@ -69,6 +71,13 @@ step "bench module tests (tiny sizes, against bbolt)"
 
 step "cmd/rivet tests"
 (cd cmd/rivet && go test -count=1 ./...)
+
+step "bbolt v1.5.0's own black-box tests against rivet (compat/bboltsuite; skip list: compat/bboltsuite/skip.txt)"
+if ! ./compat/bboltsuite/run.sh -v >/tmp/rivet-bboltsuite.log 2>&1; then
+  cat /tmp/rivet-bboltsuite.log; exit 1
+fi
+grep -E '^(ok|bbolt v)' /tmp/rivet-bboltsuite.log
+echo "  $(grep -c '^--- PASS' /tmp/rivet-bboltsuite.log) passed, $(grep -c '^--- SKIP' /tmp/rivet-bboltsuite.log) skipped by bbolt's own -short checks"
 
 step "rivet bench smoke run (tiny preset, --vs bbolt)"
 go -C cmd/rivet run . bench --preset tiny --vs bbolt
