@@ -102,20 +102,7 @@ func (k *kvDB[D, T, B, C]) Update(bucket []byte, kvs []KV) error {
 
 // UpdateBuckets implements DB.
 func (k *kvDB[D, T, B, C]) UpdateBuckets(batches []BucketKVs) error {
-	return k.db.Update(func(tx T) error {
-		for _, bk := range batches {
-			b, err := tx.CreateBucketIfNotExists(bk.Bucket)
-			if err != nil {
-				return err
-			}
-			for _, kv := range bk.KVs {
-				if err := b.Put(kv.Key, kv.Value); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
+	return k.db.Update(func(tx T) error { return putBatches(tx.CreateBucketIfNotExists, batches) })
 }
 
 // UpdateNested implements NestedUpdater.
@@ -125,19 +112,24 @@ func (k *kvDB[D, T, B, C]) UpdateNested(parent []byte, batches []BucketKVs) erro
 		if err != nil {
 			return err
 		}
-		for _, bk := range batches {
-			b, err := p.CreateBucketIfNotExists(bk.Bucket)
-			if err != nil {
+		return putBatches(p.CreateBucketIfNotExists, batches)
+	})
+}
+
+// putBatches puts each batch into the bucket create returns for its name.
+func putBatches[B bucketAPI[B, C], C cursorAPI](create func(name []byte) (B, error), batches []BucketKVs) error {
+	for _, bk := range batches {
+		b, err := create(bk.Bucket)
+		if err != nil {
+			return err
+		}
+		for _, kv := range bk.KVs {
+			if err := b.Put(kv.Key, kv.Value); err != nil {
 				return err
 			}
-			for _, kv := range bk.KVs {
-				if err := b.Put(kv.Key, kv.Value); err != nil {
-					return err
-				}
-			}
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // Batch implements Batcher with the engine's DB.Batch: concurrent callers'
