@@ -298,3 +298,12 @@ func bucketLabel(name []byte) string {
 	}
 	return strconv.Quote(s)
 }
+
+// OfflineCompactor is implemented by engines that can rewrite a closed
+// file compactly into a new one (bbolt's and rivet's Compact): the only
+// way either gives space back until rivet's online compaction (issue 11).
+type OfflineCompactor interface {
+	// CompactFile copies every bucket and key of the file at src into a
+	// new file at dst, committing about every txMaxSize bytes.
+	CompactFile(src, dst string, txMaxSize int64) error
+}

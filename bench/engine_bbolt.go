@@ -108,3 +108,22 @@ func (e boltEngine) Check(path string, report func(error)) (int, error) {
 	})
 	return n, err
 }
+
+// CompactFile implements OfflineCompactor with bbolt's Compact.
+func (e boltEngine) CompactFile(src, dst string, txMaxSize int64) (err error) {
+	s, err := bolt.Open(src, 0o600, e.options(true))
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	d, err := bolt.Open(dst, 0o600, e.options(false))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := d.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	return bolt.Compact(d, s, txMaxSize)
+}

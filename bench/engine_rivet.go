@@ -105,3 +105,22 @@ func (e rivetEngine) Check(path string, report func(error)) (int, error) {
 	})
 	return n, err
 }
+
+// CompactFile implements OfflineCompactor with rivet's Compact.
+func (e rivetEngine) CompactFile(src, dst string, txMaxSize int64) (err error) {
+	s, err := rivet.Open(src, 0o400, e.options(true))
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	d, err := rivet.Open(dst, 0o600, e.options(false))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := d.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	return rivet.Compact(d, s, txMaxSize)
+}
