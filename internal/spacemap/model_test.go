@@ -3,6 +3,7 @@ package spacemap
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -87,6 +88,40 @@ func (md *model) grow(end uint64) {
 		md.pendTx = append(md.pendTx, 0)
 	}
 	md.hwm = end
+}
+
+// freeTail is the specification of FreeTail: walk down from the HWM over
+// allocatable pages, and over the map slots of a region whose data pages
+// were all allocatable; never below page.MinPages.
+func (md *model) freeTail() uint64 {
+	p := md.hwm
+	for p > 0 {
+		switch s := md.st[p-1]; {
+		case s == pgAlloc:
+			p--
+		case s == pgReserved && (p-1)/md.r > 0:
+			p--
+		default:
+			return max(p, page.MinPages)
+		}
+	}
+	return max(p, page.MinPages)
+}
+
+// shrink is the specification of ShrinkTo: the pages at and above hwm go.
+func (md *model) shrink(hwm uint64) {
+	if hwm >= md.hwm {
+		return
+	}
+	for p := hwm; p < md.hwm; p++ {
+		if s := md.st[p]; s != pgAlloc && s != pgReserved {
+			panic(fmt.Sprintf("model: shrinking over page %d in state %d", p, s))
+		}
+		md.n[md.st[p]]--
+	}
+	md.st = md.st[:hwm]
+	md.pendTx = md.pendTx[:hwm]
+	md.hwm = hwm
 }
 
 func (md *model) isFree(p uint64) bool { return md.st[p] == pgAlloc || md.st[p] == pgPending }
@@ -220,6 +255,7 @@ type harness struct {
 	steady    uint64
 	stats     struct {
 		allocs, maxed, frees, badFrees, commits, rollbacks, syncs, failedSyncs, reopens, loads, mapsWritten uint64
+		shrinks, shrunkPages, regionsDropped                                                                uint64
 		deltaRuns                                                                                           int
 	}
 }
@@ -260,7 +296,7 @@ func TestModel(t *testing.T) {
 	}
 	h.stats.loads += h.m.Stats().RegionLoads
 	t.Logf("%+v", h.stats)
-	if h.stats.syncs == 0 || h.stats.reopens == 0 || h.stats.maxed == 0 || h.stats.badFrees == 0 || h.stats.mapsWritten == 0 || h.stats.deltaRuns == 0 {
+	if h.stats.syncs == 0 || h.stats.reopens == 0 || h.stats.maxed == 0 || h.stats.badFrees == 0 || h.stats.mapsWritten == 0 || h.stats.deltaRuns == 0 || h.stats.shrinks == 0 || h.stats.regionsDropped == 0 {
 		t.Fatalf("the run missed a path: %+v", h.stats)
 	}
 }
@@ -295,6 +331,10 @@ func (h *harness) oldestReader() uint64 {
 }
 
 func (h *harness) round() {
+	if h.rng.IntN(100) < 4 {
+		h.shrink()
+		return
+	}
 	txid := h.lastTxid + 1
 	h.m.Begin(txid)
 	snap := h.md.clone()
@@ -357,6 +397,54 @@ func (h *harness) round() {
 	}
 	if h.rng.IntN(100) < 4 {
 		h.compareForEachFree()
+	}
+}
+
+// shrink is a transaction of its own that lowers the HWM: to FreeTail
+// (checked against the model), or to a random point between it and the HWM,
+// committed or rolled back.
+func (h *harness) shrink() {
+	h.t.Helper()
+	txid := h.lastTxid + 1
+	h.m.Begin(txid)
+	tail, err := h.m.FreeTail()
+	if err != nil {
+		h.fatalf("FreeTail: %v", err)
+	}
+	if want := h.md.freeTail(); tail != want {
+		h.fatalf("FreeTail %d, model %d (HWM %d)", tail, want, h.md.hwm)
+	}
+	target := tail
+	if h.rng.IntN(2) == 0 && h.md.hwm > tail {
+		target = tail + h.rng.Uint64N(h.md.hwm-tail+1)
+		// Never inside a region's map slots.
+		if r := target / tR; target%tR != 0 && target < page.RegionFirstData(tps, r) {
+			target = page.RegionFirstData(tps, r)
+		}
+	}
+	if err := h.m.ShrinkTo(target); err != nil {
+		h.fatalf("ShrinkTo(%d) with FreeTail %d: %v", target, tail, err)
+	}
+	before := h.md.hwm
+	if h.rng.IntN(100) < 20 {
+		h.m.Rollback()
+		h.stats.rollbacks++
+	} else {
+		h.m.Commit()
+		count := func(hwm uint64) uint64 { return (hwm + tR - 1) / tR }
+		if target < before {
+			h.stats.shrinks++
+			h.stats.shrunkPages += before - target
+			h.stats.regionsDropped += count(before) - count(target)
+		}
+		h.md.shrink(target)
+		h.lastTxid = txid
+		h.stats.commits++
+	}
+	h.compareCounts()
+	h.compareBits()
+	if h.rng.IntN(2) == 0 && h.lastTxid > h.steady {
+		h.sync(h.rng.IntN(100) < 10)
 	}
 }
 

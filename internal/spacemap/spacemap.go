@@ -241,6 +241,9 @@ type txState struct {
 	freed      []*region
 	dirtied    []*region // regions that went from clean to dirty in this txn
 	freedPages uint64
+	// shrink is set by ShrinkTo, which must be the transaction's only
+	// change; Rollback undoes it.
+	shrink *shrinkUndo
 }
 
 // Map is the free-space map of one open file. See the package comment.
@@ -596,6 +599,9 @@ func (m *Map) mustTx(op string) {
 // but the set of loaded regions.
 func (m *Map) Allocate(n uint64) (page.ID, error) {
 	m.mustTx("Allocate")
+	if m.tx.shrink != nil {
+		panic("spacemap: Allocate after ShrinkTo in one transaction")
+	}
 	if n == 0 || n > m.maxRun {
 		return 0, fmt.Errorf("spacemap: cannot allocate a run of %d pages (1..%d)", n, m.maxRun)
 	}
@@ -711,6 +717,9 @@ func (m *Map) allocateAtHWM(n uint64) (page.ID, error) {
 // disagrees with the tree, and is reported as ErrCorrupt (nothing changes).
 func (m *Map) Free(id page.ID, n uint64) error {
 	m.mustTx("Free")
+	if m.tx.shrink != nil {
+		panic("spacemap: Free after ShrinkTo in one transaction")
+	}
 	if n == 0 {
 		return fmt.Errorf("spacemap: freeing an empty run at page %d", id)
 	}
@@ -812,6 +821,11 @@ func (m *Map) Rollback() {
 	if !m.tx.active {
 		return
 	}
+	if u := m.tx.shrink; u != nil {
+		m.undoShrink(u)
+		m.endTx()
+		return
+	}
 	for i := len(m.tx.allocs) - 1; i >= 0; i-- {
 		a := m.tx.allocs[i]
 		reg := m.regions[a.id/m.rp]
@@ -908,9 +922,13 @@ func (m *Map) PrepareSync(txid uint64) SyncImage {
 		FreePages:   m.freePages,
 		gen:         m.gen,
 	}
-	// The region count never shrinks below the steady one (Rollback only
-	// returns to a count at least as large), so the copy keeps every bit.
+	// The copy keeps the steady slot of every region still counted; after
+	// a ShrinkTo the steady selector may be longer, and its bits of regions
+	// past the count are cleared (a meta has none).
 	copy(img.Selector, m.steadySel)
+	if count%8 != 0 {
+		img.Selector[len(img.Selector)-1] &= byte(1)<<(count%8) - 1
+	}
 
 	// Sort the regions that may differ from disk into those that must be
 	// written (no map yet), those that turned out not to differ, and those
