@@ -140,7 +140,7 @@ func (md *model) recount() (c [5]uint64) {
 // allocate is the specification of Allocate: address-ordered first fit
 // inside one region, else at the HWM (skipping into the next region when
 // the run does not fit in the last one). ok is false when MaxPages stops it.
-func (md *model) allocate(n, maxPages uint64) (id page.ID, ok bool) {
+func (md *model) allocate(n, maxPages, limit uint64) (id page.ID, ok, limited bool) {
 	for r := uint64(0); r*md.r < md.hwm; r++ {
 		lo, hi := page.RegionFirstData(md.ps, r), min((r+1)*md.r, md.hwm)
 		var run uint64
@@ -150,12 +150,16 @@ func (md *model) allocate(n, maxPages uint64) (id page.ID, ok bool) {
 				continue
 			}
 			if run++; run == n {
+				if limit != 0 && p+1 > limit {
+					// The lowest fitting run passes the limit.
+					return 0, false, true
+				}
 				s := p + 1 - n
 				for q := s; q <= p; q++ {
 					md.set(q, pgLive)
 				}
 				md.addLive(s, n)
-				return s, true
+				return s, true, false
 			}
 		}
 	}
@@ -167,8 +171,11 @@ func (md *model) allocate(n, maxPages uint64) (id page.ID, ok bool) {
 		pad = true
 		start = page.RegionFirstData(md.ps, r+1)
 	}
+	if limit != 0 && (md.hwm >= limit || start+n > limit) {
+		return 0, false, true
+	}
 	if maxPages != 0 && start+n > maxPages {
-		return 0, false
+		return 0, false, false
 	}
 	old := md.hwm
 	md.grow(start + n)
@@ -181,7 +188,7 @@ func (md *model) allocate(n, maxPages uint64) (id page.ID, ok bool) {
 		}
 	}
 	md.addLive(start, n)
-	return start, true
+	return start, true, false
 }
 
 func (md *model) addLive(id page.ID, n uint64) {
@@ -253,9 +260,11 @@ type harness struct {
 	metaModel *model
 	lastTxid  uint64
 	steady    uint64
-	stats     struct {
+	// limit is the open transaction's allocation limit (SetLimit), 0 if none.
+	limit uint64
+	stats struct {
 		allocs, maxed, frees, badFrees, commits, rollbacks, syncs, failedSyncs, reopens, loads, mapsWritten uint64
-		shrinks, shrunkPages, regionsDropped                                                                uint64
+		shrinks, shrunkPages, regionsDropped, limited                                                       uint64
 		deltaRuns                                                                                           int
 	}
 }
@@ -296,7 +305,7 @@ func TestModel(t *testing.T) {
 	}
 	h.stats.loads += h.m.Stats().RegionLoads
 	t.Logf("%+v", h.stats)
-	if h.stats.syncs == 0 || h.stats.reopens == 0 || h.stats.maxed == 0 || h.stats.badFrees == 0 || h.stats.mapsWritten == 0 || h.stats.deltaRuns == 0 || h.stats.shrinks == 0 || h.stats.regionsDropped == 0 {
+	if h.stats.syncs == 0 || h.stats.reopens == 0 || h.stats.maxed == 0 || h.stats.badFrees == 0 || h.stats.mapsWritten == 0 || h.stats.deltaRuns == 0 || h.stats.shrinks == 0 || h.stats.regionsDropped == 0 || h.stats.limited == 0 {
 		t.Fatalf("the run missed a path: %+v", h.stats)
 	}
 }
@@ -337,6 +346,14 @@ func (h *harness) round() {
 	}
 	txid := h.lastTxid + 1
 	h.m.Begin(txid)
+	h.limit = 0
+	if h.rng.IntN(100) < 15 {
+		// A compaction step's limit: somewhere from the first data page
+		// to a little past the HWM.
+		lo := page.RegionFirstData(tps, 0) + 1
+		h.limit = lo + h.rng.Uint64N(h.md.hwm+tR/2-lo)
+		h.m.SetLimit(h.limit)
+	}
 	snap := h.md.clone()
 	// Releases inside the transaction concern earlier commits and survive
 	// a rollback; they are monotone, so replaying the largest one on the
@@ -452,8 +469,15 @@ func (h *harness) allocate(n uint64) {
 	h.t.Helper()
 	oldHWM := h.md.hwm
 	before := h.md.clone()
-	want, ok := h.md.allocate(n, h.maxPages)
+	want, ok, limited := h.md.allocate(n, h.maxPages, h.limit)
 	got, err := h.m.Allocate(n)
+	if limited {
+		if !errors.Is(err, ErrLimit) {
+			h.fatalf("Allocate(%d) = %d, %v; want ErrLimit (limit %d, HWM %d)", n, got, err, h.limit, oldHWM)
+		}
+		h.stats.limited++
+		return
+	}
 	if !ok {
 		if !errors.Is(err, rerrors.ErrMaxSizeReached) {
 			h.fatalf("Allocate(%d) = %d, %v; want ErrMaxSizeReached (HWM %d)", n, got, err, oldHWM)
