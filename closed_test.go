@@ -2,6 +2,7 @@ package rivet
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -103,6 +104,7 @@ func dbCalls(db *DB) []apiCall {
 		{"View", func() (any, error) { return nil, db.View(func(*Tx) error { return nil }) }, rerrors.ErrDatabaseNotOpen},
 		{"Batch", func() (any, error) { return nil, db.Batch(func(*Tx) error { return nil }) }, rerrors.ErrDatabaseNotOpen},
 		{"Sync", func() (any, error) { return nil, db.Sync() }, rerrors.ErrDatabaseNotOpen},
+		{"Compact", func() (any, error) { return db.Compact(context.Background()) }, rerrors.ErrDatabaseNotOpen},
 		{"Close", func() (any, error) { return nil, db.Close() }, nil},
 		{"Info", func() (any, error) {
 			if info := db.Info(); info == nil || info.Data != 0 {

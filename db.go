@@ -71,9 +71,13 @@ type DB struct {
 
 	// mu guards the fields below it. It is held only for short bookkeeping,
 	// never for the life of a transaction.
-	mu          sync.Mutex
-	cur         *page.Meta     // the newest published (committed) state
-	readers     map[uint64]int // snapshot txid -> open read transactions
+	mu      sync.Mutex
+	cur     *page.Meta     // the newest published (committed) state
+	readers map[uint64]int // snapshot txid -> open read transactions
+	// readerHWM holds the HWM of each snapshot in readers: the file is
+	// never cut below it (a page past the end faults a reader that reads
+	// it; docs/design.md §4.1).
+	readerHWM   map[uint64]uint64
 	openReaders int
 	readersGone *sync.Cond // signalled when openReaders drops to zero
 	// opened is set once Open has made the DB usable and cleared by Close;
@@ -111,11 +115,15 @@ type DB struct {
 	spaceMu sync.Mutex
 
 	// The sync point pipeline (sync.go), guarded by syncMu.
-	syncMu       sync.Mutex
-	syncCond     *sync.Cond
-	syncing      bool      // a sync point is in flight
-	durable      uint64    // txid of the last sync point whose flush returned (the steady txid)
-	steadySlot   int       // meta slot (0 or 1) holding the steady meta
+	syncMu     sync.Mutex
+	syncCond   *sync.Cond
+	syncing    bool   // a sync point is in flight
+	durable    uint64 // txid of the last sync point whose flush returned (the steady txid)
+	steadySlot int    // meta slot (0 or 1) holding the steady meta
+	// slotHWM is the HWM of the meta in each slot on disk (0: unknown,
+	// e.g. a slot that did not decode at Open). Truncation never cuts
+	// below either (docs/design.md §4.1). Guarded by syncMu.
+	slotHWM      [2]uint64
 	lastFullSync time.Time // Barrier: when the last full flush returned
 
 	bgStop chan struct{} // closes the periodic syncer (Periodic mode)
@@ -250,6 +258,7 @@ func (db *DB) beginRO() (*Tx, error) {
 	}
 	meta := db.cur
 	db.readers[meta.Txid]++
+	db.readerHWM[meta.Txid] = meta.HWM
 	db.openReaders++
 	db.stats.TxN++
 	// Invariant: the writer makes the mapping cover a state's HWM before
@@ -265,6 +274,7 @@ func (db *DB) endRO(tx *Tx) {
 	txid := tx.meta.Txid
 	if db.readers[txid]--; db.readers[txid] <= 0 {
 		delete(db.readers, txid)
+		delete(db.readerHWM, txid)
 	}
 	db.openReaders--
 	db.stats.TxStats.add(&tx.stats)
@@ -502,6 +512,14 @@ func (db *DB) Close() error {
 		db.readersGone.Wait()
 	}
 	db.mu.Unlock()
+	if first == nil && !db.readOnly && db.latchedErr() == nil {
+		// Both metas name the newest state now (writeCleanMeta) and no
+		// reader is left: a tail that Compact freed, or that growth left
+		// unused beyond the usual slack, goes back to the file system.
+		if size, err := db.file.Size(); err == nil {
+			first = db.truncateLocked(truncateExcess(size))
+		}
+	}
 	if err := db.pager.Close(); err != nil && first == nil {
 		first = err
 	}

@@ -57,6 +57,7 @@ func openFS(fs vfs.FS, path string, mode os.FileMode, options *Options) (*DB, er
 		MaxBatchDelay:  DefaultMaxBatchDelay,
 		AllocSize:      DefaultAllocSize,
 		readers:        make(map[uint64]int),
+		readerHWM:      make(map[uint64]uint64),
 		logger:         opts.Logger,
 	}
 	if db.logger == nil {
@@ -179,6 +180,11 @@ func (db *DB) load(fs vfs.FS) error {
 	}
 	db.noteDamagedMeta(metas, errs, slot, &rec)
 	db.recovered = rec
+	for i, m := range metas {
+		if m != nil {
+			db.slotHWM[i] = m.HWM
+		}
+	}
 	return db.start(meta, slot)
 }
 
@@ -221,6 +227,16 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 		// describes the same state.
 		if meta.Txid != meta.Steady {
 			if err := db.pager.Sync(vfs.SyncData); err != nil {
+				return err
+			}
+		}
+	}
+	if !db.readOnly {
+		// A tail that no meta on disk reaches (a Compact whose cut had to
+		// wait, growth slack far beyond the usual) goes back now: nothing
+		// else runs yet.
+		if size, err := db.file.Size(); err == nil {
+			if err := db.truncateLocked(truncateExcess(size)); err != nil {
 				return err
 			}
 		}
@@ -546,6 +562,7 @@ func (db *DB) create(fs vfs.FS) error {
 	if err != nil {
 		return err
 	}
+	db.slotHWM = [2]uint64{m.HWM, m.HWM}
 	return db.start(m, 0)
 }
 

@@ -129,6 +129,7 @@ func (db *DB) finishSync(job *syncJob) error {
 	db.syncMu.Lock()
 	db.durable = job.meta.Txid
 	db.steadySlot = job.slot
+	db.slotHWM[job.slot] = job.meta.HWM
 	if job.kind == vfs.SyncData {
 		db.lastFullSync = time.Now()
 	}
@@ -251,8 +252,17 @@ func (db *DB) writeCleanMeta() error {
 	meta.Changed = make([]byte, len(cur.Changed))
 	buf := make([]byte, db.pageSize)
 	page.EncodeMeta(buf, &meta)
+	db.syncMu.Lock()
+	db.slotHWM[slot] = 0 // being overwritten: unknown until flushed
+	db.syncMu.Unlock()
 	if err := db.pager.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
 		return err
 	}
-	return db.pager.Sync(vfs.SyncData)
+	if err := db.pager.Sync(vfs.SyncData); err != nil {
+		return err
+	}
+	db.syncMu.Lock()
+	db.slotHWM[slot] = meta.HWM
+	db.syncMu.Unlock()
+	return nil
 }

@@ -135,10 +135,10 @@ type Pager struct {
 
 	closed atomic.Bool
 	// size caches the file size in bytes, -1 until first needed. It only
-	// rises (noteSize).
+	// rises (noteSize), except in Truncate.
 	// Invariant: size <= the real file size. In a writable pager only grow
-	// changes the file's size (WriteRuns grows before writing, so writes
-	// never extend the file), which keeps the cache exact there.
+	// and Truncate change the file's size (WriteRuns grows before writing,
+	// so writes never extend the file), which keeps the cache exact there.
 	size atomic.Int64
 
 	errMu    sync.Mutex
@@ -510,6 +510,35 @@ func (p *Pager) grow(need int64) error {
 		return err
 	}
 	p.noteSize(target)
+	return nil
+}
+
+// Truncate cuts the file to size bytes if it is longer, so that pages past
+// size are given back to the file system. The caller guarantees that no
+// state that can still be read or recovered reaches past size (docs/design.md
+// §4.1): mappings may stay longer than the file, and nothing reads them past
+// its end. It runs under the write lock, so no growth races it.
+func (p *Pager) Truncate(size int64) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if p.readOnly {
+		return rerrors.ErrDatabaseReadOnly
+	}
+	cur, err := p.f.Size()
+	if err != nil {
+		return err
+	}
+	if size >= cur {
+		return nil
+	}
+	if err := p.f.Truncate(size); err != nil {
+		return err
+	}
+	// The cache only rises elsewhere; here it must come down with the file.
+	p.size.Store(size)
 	return nil
 }
 
