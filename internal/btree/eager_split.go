@@ -63,6 +63,19 @@ func (t *Tree) splitEager(n *node) {
 			n.parent = parent
 			t.rootNode = parent
 		}
+		if len(n.inodes) > 0 && bytes.Compare(n.inodes[0].key, n.key) < 0 {
+			// n is its parent's first child, which takes every key below
+			// the parent's separators, so its separator can be above its
+			// smallest key; right's separator could then sort before it
+			// and the parent would send keys between them to the wrong
+			// half (found by TestLargeRandomTxn, seed
+			// 1795558552680983900: a Get missed a key it had put). Lower
+			// the separator to n's first key first, as spill does.
+			if i, exact := parent.search(n.key); exact {
+				parent.inodes[i].key = n.inodes[0].key
+				n.key = n.inodes[0].key
+			}
+		}
 		right.parent = parent
 		parent.put(right.key, right.key, inode{child: t.nodeRef(right)})
 		parent.children = append(parent.children, right)
