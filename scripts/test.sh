@@ -61,7 +61,19 @@ for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "${pkg}")
   for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "${dir}"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
     echo "  ${pkg} ${target}"
-    go test -run='^$' -fuzz="^${target}\$" -fuzztime="${FUZZTIME}" "${pkg}" >/tmp/rivet-fuzz.log 2>&1 || { cat /tmp/rivet-fuzz.log; exit 1; }
+    if ! go test -run='^$' -fuzz="^${target}\$" -fuzztime="${FUZZTIME}" "${pkg}" >/tmp/rivet-fuzz.log 2>&1; then
+      # Go 1.26's fuzz coordinator sometimes reports "context deadline
+      # exceeded" as a failure when -fuzztime ends while a worker is busy
+      # (golang/go#75804, fixed in Go 1.27; no failing input is found or
+      # written). Only that is retried, once; a real failure writes its
+      # input under testdata/fuzz and fails at once.
+      if grep -q 'context deadline exceeded' /tmp/rivet-fuzz.log && ! grep -q 'Failing input written' /tmp/rivet-fuzz.log; then
+        echo "    (fuzzing engine timed out at the end of -fuzztime, no failing input; running once more)"
+        go test -run='^$' -fuzz="^${target}\$" -fuzztime="${FUZZTIME}" "${pkg}" >/tmp/rivet-fuzz.log 2>&1 || { cat /tmp/rivet-fuzz.log; exit 1; }
+      else
+        cat /tmp/rivet-fuzz.log; exit 1
+      fi
+    fi
     grep -E 'elapsed|execs' /tmp/rivet-fuzz.log | tail -1 || true
   done
 done
