@@ -19,6 +19,7 @@ package rivet
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -126,6 +127,10 @@ func killTxn(seed int64, i uint64) []killOp {
 	}
 	return ops
 }
+
+// killCompactEvery is how often (in txns) a committing child runs
+// DB.Compact.
+const killCompactEvery = 20
 
 // killTxnSyncs says whether a NoSync child calls DB.Sync after txn i.
 func killTxnSyncs(seed int64, i uint64) bool {
@@ -367,6 +372,20 @@ func killChildCommit(report *os.File) error {
 		}
 		if _, err := fmt.Fprintf(report, "ack %d\n", i); err != nil {
 			return err
+		}
+		if i%killCompactEvery == 0 {
+			// Online compaction, killed at any point of it like
+			// everything else: relocation commits, the shrink, the clean
+			// meta, the truncation. It syncs, so with NoSync it also
+			// makes txn i durable.
+			if _, err := db.Compact(context.Background()); err != nil {
+				return fmt.Errorf("compact after txn %d: %w", i, err)
+			}
+			if noSync {
+				if _, err := fmt.Fprintf(report, "sync %d\n", i); err != nil {
+					return err
+				}
+			}
 		}
 		// With NoSync a commit is durable only after the next DB.Sync.
 		if noSync && killTxnSyncs(seed, i) {
