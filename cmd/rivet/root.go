@@ -20,6 +20,6 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newBenchCmd(), newStatsCmd(), newCheckCmd(), newVersionCmd())
+	root.AddCommand(newBenchCmd(), newStatsCmd(), newCheckCmd(), newCompactCmd(), newVersionCmd())
 	return root
 }
