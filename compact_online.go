@@ -131,6 +131,8 @@ func (b *Bucket) relocate(limit page.ID, budget *uint64) (bool, error) {
 		return false, err
 	}
 	*budget -= min(pages, *budget)
+	// Moved leaves merge with a sibling when both fit one page.
+	b.tree.Repack = true
 	for _, k := range nodes {
 		if err := b.tree.Touch(k); err != nil {
 			return false, err

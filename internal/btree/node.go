@@ -177,3 +177,35 @@ func (n *node) free() error {
 	n.orig = page.Ref{}
 	return n.tree.env.Alloc.Free(id, pages)
 }
+
+// siblingSize returns the encoded size of the sibling rebalance would merge
+// c with (the right one, or the left one for the last child), or -1 when
+// it cannot tell without reading a page: only materialised siblings and
+// leaves read from the map are measured.
+func (n *node) siblingSize(c *node) int {
+	idx := n.childIndex(c)
+	if idx < 0 || len(n.inodes) < 2 {
+		return -1
+	}
+	j := idx + 1
+	if idx == len(n.inodes)-1 {
+		j = idx - 1
+	}
+	ref := n.inodes[j].child
+	if m, ok := n.tree.nodes[ref.ID]; ok {
+		return m.size()
+	}
+	p, err := n.tree.env.readNode(ref)
+	if err != nil || !p.IsLeaf() {
+		return -1
+	}
+	size := page.HeaderSize + p.Count()*page.LeafElemSize
+	for i := 0; i < p.Count(); i++ {
+		_, k, v, err := p.LeafElem(i)
+		if err != nil {
+			return -1
+		}
+		size += len(k) + len(v)
+	}
+	return size
+}

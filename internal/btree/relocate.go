@@ -104,6 +104,9 @@ func (t *Tree) Touch(key []byte) error {
 	if err := t.env.Err; err != nil {
 		return err
 	}
-	_, err := c.node()
+	n, err := c.node()
+	if err == nil && t.Repack {
+		n.unbalanced = true
+	}
 	return err
 }

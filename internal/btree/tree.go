@@ -41,6 +41,9 @@ type Tree struct {
 
 	// FillPercent is the fill threshold used when splitting nodes.
 	FillPercent float64
+	// Repack makes Rebalance merge a touched leaf with its sibling when
+	// both fit one page (compaction's relocation steps set it).
+	Repack bool
 }
 
 // Open returns the tree rooted at root.
@@ -328,7 +331,18 @@ func (t *Tree) rebalance(n *node) error {
 	n.unbalanced = false
 	t.env.Stats.Rebalance++
 	threshold := t.env.PageSize / 4
-	if !n.sizeLessThan(threshold+1) && len(n.inodes) > n.minKeys() {
+	if t.Repack && n.leaf && n.parent != nil {
+		// A relocation moving this leaf anyway: merge it with its
+		// sibling if both fit one page, so moved leaves are packed
+		// rather than copied half empty (docs/design.md §4.1).
+		threshold = t.env.PageSize - page.HeaderSize
+		if !n.sizeLessThan(threshold+1) {
+			return nil
+		}
+		if sib := n.parent.siblingSize(n); sib < 0 || n.size()+sib-page.HeaderSize > t.env.PageSize {
+			return nil
+		}
+	} else if !n.sizeLessThan(threshold+1) && len(n.inodes) > n.minKeys() {
 		return nil
 	}
 	if n.parent == nil {
