@@ -336,7 +336,7 @@ func (t *Tree) rebalance(n *node) error {
 		// sibling if both fit one page, so moved leaves are packed
 		// rather than copied half empty (docs/design.md §4.1).
 		threshold = t.env.PageSize - page.HeaderSize
-		if !n.sizeLessThan(threshold+1) {
+		if !n.sizeLessThan(threshold + 1) {
 			return nil
 		}
 		if sib := n.parent.siblingSize(n); sib < 0 || n.size()+sib-page.HeaderSize > t.env.PageSize {
