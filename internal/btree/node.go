@@ -179,17 +179,17 @@ func (n *node) free() error {
 }
 
 // siblingSize returns the encoded size of the sibling rebalance would merge
-// c with (the right one, or the left one for the last child), or -1 when
-// it cannot tell without reading a page: only materialised siblings and
-// leaves read from the map are measured.
+// c with (the right one for the first child, else the left one), or -1
+// when it cannot tell: only materialised siblings and leaves read from the
+// map are measured.
 func (n *node) siblingSize(c *node) int {
 	idx := n.childIndex(c)
-	if idx < 0 || len(n.inodes) < 2 {
+	if len(n.inodes) < 2 {
 		return -1
 	}
-	j := idx + 1
-	if idx == len(n.inodes)-1 {
-		j = idx - 1
+	j := idx - 1
+	if idx == 0 {
+		j = 1
 	}
 	ref := n.inodes[j].child
 	if m, ok := n.tree.nodes[ref.ID]; ok {
