@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"time"
 
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/spacemap"
@@ -29,9 +30,9 @@ const compactStepPages = 1024
 // what it released with ctx's error; a later call goes on. A file with
 // nothing to give back costs a walk of its trees and no write.
 //
-// Not yet: a budget per call or automatic compaction (issue 11), and the
-// file's tail is not cut on Windows, which refuses to truncate a mapped
-// file; there the high-water mark still goes down and the space is reused.
+// Options.AutoCompact runs it in the background. The file's tail is not cut
+// on Windows, which refuses to truncate a mapped file; there the
+// high-water mark still goes down and the space is reused.
 func (db *DB) Compact(ctx context.Context) (int64, error) {
 	if db.readOnly {
 		return 0, ErrDatabaseReadOnly
@@ -253,3 +254,47 @@ func (db *DB) truncateLocked(minExcess int64) error {
 // at most 1/16 of the file (or 16 MiB), so a file more than 1/8 (and 1 MiB)
 // longer than anything needs has space to give back.
 func truncateExcess(size int64) int64 { return max(size/8, 1<<20) }
+
+// autoCompactor runs Compact whenever free pages make up more than
+// cfg.FreeFraction of the database, looking every cfg.Interval, until Close
+// stops it (cancelling a compaction in progress after its current step).
+func (db *DB) autoCompactor(cfg AutoCompact) {
+	defer close(db.compactDone)
+	interval, fraction := cfg.Interval, cfg.FreeFraction
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	if fraction <= 0 {
+		fraction = 0.25
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-db.compactStop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		db.spaceMu.Lock()
+		s := db.space.Stats()
+		db.spaceMu.Unlock()
+		if s.HWM == 0 || float64(s.FreePages) <= fraction*float64(s.HWM) {
+			continue
+		}
+		if released, err := db.Compact(ctx); err != nil && ctx.Err() == nil {
+			db.logger.Errorf("automatic compaction: %v", err)
+			return
+		} else if released > 0 {
+			db.logger.Infof("automatic compaction gave back %d bytes of state", released)
+		}
+	}
+}

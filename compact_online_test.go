@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // compactLoad fills db with n keys spread over a plain bucket, a nested
@@ -241,4 +242,51 @@ func TestCompactOnline(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAutoCompact: with Options.AutoCompact a file emptied to a few keys
+// shrinks by itself while it stays open, and Close stops the background
+// compactor (also while a compaction may be running).
+func TestAutoCompact(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	db, err := Open(path, 0o600, &Options{PageSize: 4096, AutoCompact: &AutoCompact{Interval: 10 * time.Millisecond, FreeFraction: 0.3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(testSeed(t)))
+	const n = 20000
+	compactLoad(t, db, n, rng)
+	grown := fileLen(t, path)
+	compactDelete(t, db, n, func(i int) bool { return i%(n/100) == 0 })
+	want, err := dumpDB(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Functional wait, not a speed target: the compactor looks every
+	// 10 ms; give it up to 30 s on a loaded machine.
+	deadline := time.Now().Add(30 * time.Second)
+	for fileLen(t, path) > grown/8 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	shrunk := fileLen(t, path)
+	if shrunk > grown/8 {
+		t.Fatalf("file still %d KiB (grown to %d KiB) after 30 s of automatic compaction", shrunk>>10, grown>>10)
+	}
+	mustCheck(t, db)
+	got, err := dumpDB(db)
+	if err != nil || !sameDump(got, want) {
+		t.Fatalf("data after automatic compaction (%v): %s", err, describeDiff(got, want))
+	}
+	// Keep it busy and close: Close must stop it, not hang or race.
+	compactDelete(t, db, n, func(i int) bool { return false })
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("file %d KiB -> %d KiB by itself", grown>>10, shrunk>>10)
+	db, err = Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCheck(t, db)
+	_ = db.Close()
 }

@@ -128,6 +128,10 @@ type DB struct {
 
 	bgStop chan struct{} // closes the periodic syncer (Periodic mode)
 	bgDone chan struct{}
+	// compactStop and compactDone stop the background compactor
+	// (Options.AutoCompact); nil without one.
+	compactStop chan struct{}
+	compactDone chan struct{}
 
 	bgSyncing atomic.Bool    // an early sync point runs in the background
 	bgSyncs   sync.WaitGroup // Close waits for it
@@ -486,6 +490,12 @@ func (db *DB) isClosed() bool {
 func (db *DB) Close() error {
 	if db.isClosed() {
 		return nil
+	}
+	if db.compactStop != nil && !db.isClosed() {
+		// First, so no compaction step runs into the close.
+		close(db.compactStop)
+		<-db.compactDone
+		db.compactStop = nil
 	}
 	if db.bgStop != nil && !db.isClosed() {
 		close(db.bgStop)

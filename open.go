@@ -250,6 +250,11 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 			db.bgDone = make(chan struct{})
 			go db.periodicSyncer(d.interval)
 		}
+		if ac := db.opts.AutoCompact; ac != nil {
+			db.compactStop = make(chan struct{})
+			db.compactDone = make(chan struct{})
+			go db.autoCompactor(*ac)
+		}
 	}
 	return nil
 }

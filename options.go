@@ -93,6 +93,23 @@ type Options struct {
 
 	// NoStatistics turns off the per-transaction statistics counters.
 	NoStatistics bool
+
+	// AutoCompact, when not nil, runs DB.Compact in the background so that
+	// a long-running service's file tracks its live data without anyone
+	// calling it (docs/design.md §4.1). Off by default.
+	AutoCompact *AutoCompact
+}
+
+// AutoCompact configures background compaction (Options.AutoCompact).
+type AutoCompact struct {
+	// Interval is how often the database looks at its free space; zero
+	// means one minute.
+	Interval time.Duration
+	// FreeFraction starts a compaction when free pages make up more than
+	// this part of the database (zero means 0.25); each compaction runs
+	// in steps of at most 1,024 moved pages, so writers wait at most one
+	// step.
+	FreeFraction float64
 }
 
 // String returns a human-readable form of the options.
