@@ -110,8 +110,8 @@ func (db *DB) relocateStep(limit page.ID, budget uint64) (more bool, err error) 
 	db.spaceMu.Lock()
 	db.space.SetLimit(limit)
 	db.spaceMu.Unlock()
-	left := budget
-	more, err = tx.root.relocate(limit, &left)
+	left, visits := budget, uint64(0)
+	more, err = tx.root.relocate(limit, &left, &visits)
 	if err == nil && left == budget && !more {
 		// Nothing lies above the limit any more.
 		return false, tx.Rollback()
@@ -125,9 +125,10 @@ func (db *DB) relocateStep(limit page.ID, budget uint64) (more bool, err error) 
 
 // relocate marks for rewriting the runs of b's tree and of its nested
 // buckets' trees that lie at or above limit, spending budget pages; it
-// reports whether it stopped with runs left.
-func (b *Bucket) relocate(limit page.ID, budget *uint64) (bool, error) {
-	nodes, blobs, pages, more, err := b.tree.Above(limit, *budget)
+// reports whether it stopped with runs left. visits bounds the nodes read
+// (see btree.Tree.Above).
+func (b *Bucket) relocate(limit page.ID, budget, visits *uint64) (bool, error) {
+	nodes, blobs, pages, more, err := b.tree.Above(limit, *budget, visits)
 	if err != nil {
 		return false, err
 	}
@@ -161,7 +162,7 @@ func (b *Bucket) relocate(limit page.ID, budget *uint64) (bool, error) {
 		if c == nil {
 			return false, firstErr(b.tx.env.Err, ErrBucketNotFound)
 		}
-		m, err := c.relocate(limit, budget)
+		m, err := c.relocate(limit, budget, visits)
 		if err != nil || m {
 			return m, err
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -921,6 +922,29 @@ func TestHostileBranchDAG(t *testing.T) {
 	}
 	if !errors.Is(r.statsErr, rerrors.ErrCorrupt) {
 		t.Fatalf("Bucket.Stats over a branch DAG: %v, want ErrCorrupt", r.statsErr)
+	}
+	// Compaction's relocation walk visits every tree too: asked to move
+	// everything above the metas (Compact itself would find nothing worth
+	// moving in a file this small), it must stop with ErrCorrupt, not
+	// follow the 2^40 paths.
+	done := make(chan error, 1)
+	go func() {
+		db, err := Open(path, 0o600, &Options{Timeout: time.Second})
+		if err != nil {
+			done <- err
+			return
+		}
+		defer db.Close()
+		_, err = db.relocateStep(page.MinPages, math.MaxUint64)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, rerrors.ErrCorrupt) {
+			t.Fatalf("Compact over a branch DAG: %v, want ErrCorrupt", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Compact over a 40-level branch DAG did not finish in 20 s")
 	}
 }
 

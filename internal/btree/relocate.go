@@ -19,7 +19,13 @@ var errBudget = errors.New("btree: relocation budget spent")
 // in key order per kind. It stops once the runs found reach budget pages
 // and then reports more. Nested buckets are the caller's: their records are
 // plain values here. An inline or empty tree has nothing to move.
-func (t *Tree) Above(limit page.ID, budget uint64) (nodes, blobs [][]byte, pages uint64, more bool, err error) {
+//
+// visits counts the nodes read, across every call of one relocation step:
+// in a valid file each page belongs to one tree, so more visits than the
+// HWM mean a page reachable twice — a corrupt file whose branches (or
+// bucket records) form a DAG with exponentially many paths — and the walk
+// stops with ErrCorrupt instead of following them.
+func (t *Tree) Above(limit page.ID, budget uint64, visits *uint64) (nodes, blobs [][]byte, pages uint64, more bool, err error) {
 	if t.root.IsZero() {
 		return nil, nil, 0, false, nil
 	}
@@ -27,6 +33,9 @@ func (t *Tree) Above(limit page.ID, budget uint64) (nodes, blobs [][]byte, pages
 	walk = func(ref page.Ref, depth int) error {
 		if depth >= MaxDepth {
 			return t.depthErr()
+		}
+		if *visits++; *visits > t.env.HWM {
+			return page.Corruptf(ref.ID, "more tree nodes than pages below the high-water mark %d (a page reachable twice)", t.env.HWM)
 		}
 		n, err := t.env.readNode(ref)
 		if err != nil {
