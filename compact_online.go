@@ -42,31 +42,25 @@ func (db *DB) Compact(ctx context.Context) (int64, error) {
 	}
 	before := db.headHWM()
 	released := func() int64 { return int64(before-db.headHWM()) * int64(db.pageSize) }
-	for {
-		if err := ctx.Err(); err != nil {
+	// Pack first: it frees pages all through the file, which the
+	// relocation then fills from the top.
+	if err := db.compactPass(ctx, repackPass, 0); err != nil {
+		return released(), err
+	}
+	for range maxRelocationPasses {
+		// The previous pass's frees become allocatable once a sync point
+		// covers them (and no reader older than them remains).
+		if err := db.Sync(); err != nil {
 			return released(), err
 		}
 		limit, ok := db.compactTarget()
 		if !ok {
 			break
 		}
-		more, err := db.relocateStep(limit, compactStepPages)
-		if errors.Is(err, spacemap.ErrLimit) {
-			// Free space below the target is too fragmented for some run
-			// (a multi-page node or a blob extent): nothing more to do
-			// this call without growing the target, which the next step
-			// does by itself once this one's frees are released.
-			break
-		}
-		if err != nil {
+		if err := db.compactPass(ctx, relocatePass, limit); err != nil {
 			return released(), err
 		}
-		if !more {
-			break
-		}
 	}
-	// The relocations' frees become allocatable once a sync point covers
-	// them (and no reader older than them remains): then the tail is free.
 	if err := db.Sync(); err != nil {
 		return released(), err
 	}
@@ -79,6 +73,11 @@ func (db *DB) Compact(ctx context.Context) (int64, error) {
 	return released(), db.truncateTail(true)
 }
 
+// maxRelocationPasses bounds the relocation passes of one Compact: a pass
+// moves everything above its target unless the application's writes meanwhile
+// grow the database past it, so a second one is rare and a third rarer.
+const maxRelocationPasses = 3
+
 // headHWM returns the high-water mark of the newest committed state.
 func (db *DB) headHWM() uint64 {
 	db.writer.Lock()
@@ -87,7 +86,7 @@ func (db *DB) headHWM() uint64 {
 }
 
 // compactTarget returns the page the live state would fit below, with
-// slack, and whether moving what lies above it is worth a step: the HWM
+// slack, and whether moving what lies above it is worth a pass: the HWM
 // must be more than 1/16 (at least 16 pages) above it.
 func (db *DB) compactTarget() (page.ID, bool) {
 	db.spaceMu.Lock()
@@ -99,108 +98,240 @@ func (db *DB) compactTarget() (page.ID, bool) {
 	return target, target < s.HWM
 }
 
-// relocateStep moves, in one write transaction, up to budget pages of the
-// runs at or above limit to pages below it. more reports that runs at or
-// above limit remain.
-func (db *DB) relocateStep(limit page.ID, budget uint64) (more bool, err error) {
-	tx, err := db.beginRW()
-	if err != nil {
-		return false, err
-	}
-	db.spaceMu.Lock()
-	db.space.SetLimit(limit)
-	db.spaceMu.Unlock()
-	left, visits := budget, uint64(0)
-	more, err = tx.root.relocate(limit, &left, &visits)
-	if err == nil && left == budget && !more {
-		// Nothing lies above the limit any more.
-		return false, tx.Rollback()
-	}
-	if err != nil {
-		_ = tx.Rollback()
-		return false, err
-	}
-	return more, tx.Commit()
+// A compactPos is where a compaction pass goes on: in the tree of the
+// bucket at path (names from the top level down) at key, and then in that
+// bucket's nested buckets and everything after it. The zero value is the
+// start; a pass visits a bucket's own tree before its nested buckets, and
+// those in name order.
+type compactPos struct {
+	path [][]byte
+	key  []byte
 }
 
-// relocate marks for rewriting the runs of b's tree and of its nested
-// buckets' trees that lie at or above limit, spending budget pages; it
-// reports whether it stopped with runs left. visits bounds the nodes read
-// (see btree.Tree.Above).
-func (b *Bucket) relocate(limit page.ID, budget, visits *uint64) (bool, error) {
-	nodes, blobs, pages, more, err := b.tree.Above(limit, *budget, visits)
-	if err != nil {
-		return false, err
+// A compactStep is the state of one compaction transaction's walk.
+type compactStep struct {
+	limit  page.ID // relocation: the page nothing may remain at or above
+	left   uint64  // pages the step may still rewrite
+	visits uint64  // nodes read (btree.Tree.Above)
+	// fragmented: only single-page nodes move (compactFragmented).
+	fragmented bool
+}
+
+// A compactPassFunc marks for rewriting what one pass changes in b's own
+// tree, from key from on, within the step's budget; next is the key to
+// resume at when the budget ran out.
+type compactPassFunc func(b *Bucket, from []byte, st *compactStep) (next []byte, err error)
+
+// compactPass walks every tree once, in steps of at most compactStepPages
+// pages, each its own write transaction. With a limit (relocation), every
+// step's allocations stay below it. A step that finds no run below the
+// limit for something it moves is retried: first after a sync point (frees
+// still pending may be what it lacks), then fragmented (blobs in one-page
+// extents, multi-page nodes left in place for a later call); if that too
+// fails, the pass ends.
+func (db *DB) compactPass(ctx context.Context, pass compactPassFunc, limit page.ID) error {
+	pos := &compactPos{}
+	level := compactNormal
+	for pos != nil {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		next, err := db.compactStep(pass, limit, level, pos)
+		if errors.Is(err, spacemap.ErrLimit) {
+			switch level {
+			case compactNormal:
+				if err := db.Sync(); err != nil {
+					return err
+				}
+				level = compactSynced
+			case compactSynced:
+				level = compactFragmented
+			default:
+				return nil
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		pos, level = next, compactNormal
 	}
-	*budget -= min(pages, *budget)
-	// Moved leaves merge with a sibling when both fit one page.
+	return nil
+}
+
+// How hard a compaction step tries to fit what it moves below its limit.
+const (
+	compactNormal     = iota
+	compactSynced     // retried after a sync point
+	compactFragmented // blobs in one-page extents, multi-page nodes stay
+)
+
+// compactStep runs one step of a pass from pos, in one write transaction,
+// and returns where the next step starts (nil: the pass is done).
+func (db *DB) compactStep(pass compactPassFunc, limit page.ID, level int, pos *compactPos) (*compactPos, error) {
+	tx, err := db.beginRW()
+	if err != nil {
+		return nil, err
+	}
+	if level == compactFragmented {
+		tx.env.MaxExtentPages = 1
+	}
+	if limit != 0 {
+		db.spaceMu.Lock()
+		db.space.SetLimit(limit)
+		db.spaceMu.Unlock()
+	}
+	budget := db.compactBudget
+	if budget == 0 {
+		budget = compactStepPages
+	}
+	st := &compactStep{limit: limit, left: budget, fragmented: level == compactFragmented}
+	next, err := tx.root.compactWalk(pass, pos.path, pos.key, st)
+	if err != nil {
+		_ = tx.Rollback()
+		return nil, err
+	}
+	if st.left == budget {
+		// Nothing to rewrite in this stretch.
+		return next, tx.Rollback()
+	}
+	rewritten := budget - st.left
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	db.mu.Lock()
+	db.stats.CompactSteps++
+	db.stats.CompactPagesRewritten += int64(rewritten)
+	db.mu.Unlock()
+	return next, nil
+}
+
+// compactWalk runs pass over b's tree (unless path names one of b's nested
+// buckets to resume in) and then over its nested buckets, from path and
+// key on. It returns where to resume, relative to b, when the step's budget
+// ran out, or nil when b and everything under it are done.
+func (b *Bucket) compactWalk(pass compactPassFunc, path [][]byte, key []byte, st *compactStep) (*compactPos, error) {
+	if len(path) == 0 {
+		next, err := pass(b, key, st)
+		if err != nil || next != nil {
+			return &compactPos{key: next}, err
+		}
+	}
+	var names [][]byte
+	if err := b.ForEachBucket(func(k []byte) error {
+		if len(path) == 0 || bytes.Compare(k, path[0]) >= 0 {
+			names = append(names, bytes.Clone(k))
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	for i, name := range names {
+		var subPath [][]byte
+		var subKey []byte
+		if i == 0 && len(path) > 0 && bytes.Equal(name, path[0]) {
+			subPath, subKey = path[1:], key
+		}
+		if st.left == 0 && subPath == nil {
+			return &compactPos{path: [][]byte{name}}, nil
+		}
+		c := b.Bucket(name)
+		if c == nil {
+			return nil, firstErr(b.tx.env.Err, ErrBucketNotFound)
+		}
+		r, err := c.compactWalk(pass, subPath, subKey, st)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			return &compactPos{path: append([][]byte{name}, r.path...), key: r.key}, nil
+		}
+	}
+	return nil, nil
+}
+
+// relocatePass marks the runs of b's tree at or above the step's limit for
+// rewriting: nodes are touched (Spill copies them below the limit, packing
+// moved leaves), blobs put again.
+func relocatePass(b *Bucket, from []byte, st *compactStep) ([]byte, error) {
+	maxRun := uint64(0)
+	if st.fragmented {
+		maxRun = 1
+	}
+	nodes, blobs, pages, next, err := b.tree.Above(st.limit, maxRun, from, st.left, &st.visits)
+	if err != nil {
+		return nil, err
+	}
+	st.left -= min(pages, st.left)
 	b.tree.Repack = true
 	for _, k := range nodes {
 		if err := b.tree.Touch(k); err != nil {
-			return false, err
+			return nil, err
 		}
 	}
 	for _, k := range blobs {
 		// Put again: the new copy is written at spill, below the limit,
 		// and the old extents are freed.
 		if err := b.Put(k, bytes.Clone(b.Get(k))); err != nil {
-			return false, err
+			return nil, err
 		}
 	}
-	if more || *budget == 0 {
-		return true, nil
+	return next, nil
+}
+
+// repackPass marks the sparse leaves of b's tree for packing (btree.Tree.Sparse).
+func repackPass(b *Bucket, from []byte, st *compactStep) ([]byte, error) {
+	leaves, pages, next, err := b.tree.Sparse(from, st.left, &st.visits)
+	if err != nil {
+		return nil, err
 	}
-	var names [][]byte
-	if err := b.ForEachBucket(func(k []byte) error {
-		names = append(names, bytes.Clone(k))
-		return nil
-	}); err != nil {
-		return false, err
-	}
-	for _, name := range names {
-		c := b.Bucket(name)
-		if c == nil {
-			return false, firstErr(b.tx.env.Err, ErrBucketNotFound)
-		}
-		m, err := c.relocate(limit, budget, visits)
-		if err != nil || m {
-			return m, err
+	st.left -= min(pages, st.left)
+	b.tree.Repack = true
+	for _, k := range leaves {
+		if err := b.tree.Touch(k); err != nil {
+			return nil, err
 		}
 	}
-	return false, nil
+	return next, nil
 }
 
 // shrinkTail lowers the high-water mark to the start of the free tail, in a
-// transaction of its own. A sync point in flight is waited out.
+// transaction of its own. The spacemap refuses to shrink while a sync point
+// is in flight, so shrinkTail first takes the sync leadership (waiting for
+// the sync point in flight) and holds it until the shrink is recorded.
+//
+// Lock order: leadership before the writer lock, as syncThrough takes them;
+// a writer holding the writer lock only ever tries the leadership
+// (claimSync), so it cannot wait for us.
 func (db *DB) shrinkTail() error {
-	for attempt := 0; ; attempt++ {
-		tx, err := db.beginRW()
-		if err != nil {
-			return err
-		}
-		db.spaceMu.Lock()
-		tail, err := db.space.FreeTail()
-		shrunk := false
-		if err == nil && tail < db.space.HWM() {
-			if err = db.space.ShrinkTo(tail); err == nil {
-				shrunk = true
-			}
-		}
-		db.spaceMu.Unlock()
-		if errors.Is(err, spacemap.ErrSyncInFlight) && attempt < 10 {
-			_ = tx.Rollback()
-			if err := db.Sync(); err != nil {
-				return err
-			}
-			continue
-		}
-		if err != nil || !shrunk {
-			_ = tx.Rollback()
-			return err
-		}
-		tx.spaceOps++
-		return tx.Commit()
+	db.syncMu.Lock()
+	for db.syncing {
+		db.syncCond.Wait()
 	}
+	db.syncing = true
+	db.syncMu.Unlock()
+	tx, err := db.beginRW()
+	if err != nil {
+		db.releaseSync()
+		return err
+	}
+	db.spaceMu.Lock()
+	tail, err := db.space.FreeTail()
+	shrunk := false
+	if err == nil && tail < db.space.HWM() {
+		if err = db.space.ShrinkTo(tail); err == nil {
+			shrunk = true
+		}
+	}
+	db.spaceMu.Unlock()
+	// The commit below leads (or joins) a sync point of its own.
+	db.releaseSync()
+	if err != nil || !shrunk {
+		_ = tx.Rollback()
+		return err
+	}
+	tx.spaceOps++
+	return tx.Commit()
 }
 
 // truncateTail cuts the file down to what the newest state, both metas on

@@ -3,6 +3,7 @@ package rivet
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -220,15 +221,13 @@ func TestCompactOnline(t *testing.T) {
 					t.Errorf("emptied file is %d KiB after online compaction, want <= 2 MiB", closed>>10)
 				}
 			case "half":
-				// Online compaction moves pages as they are: it gives back
-				// the free pages but does not repack the half-empty
-				// leaves random deletes leave, which the offline copy
-				// does (issue 11 wants 1.10x of bbolt's offline Compact;
-				// not reached yet, the ratio is logged above). What is
-				// asserted: the deleted half is given back (the file
-				// ends at most 55 % of its size).
-				if float64(closed) > 0.55*float64(grown) {
-					t.Errorf("half-deleted file is %d KiB after online compaction, %.2f of the %d KiB it had", closed>>10, float64(closed)/float64(grown), grown>>10)
+				// Random deletes leave leaves half empty all through the
+				// file; the repacking pass fills them, so the file ends
+				// about where an offline copy does (issue 11: within
+				// 1.10x of bbolt's offline Compact, which writes the
+				// same data into about as many pages as rivet's).
+				if float64(closed) > 1.10*float64(offlineSize) {
+					t.Errorf("half-deleted file is %d KiB after online compaction, %.2fx the %d KiB of an offline copy, want <= 1.10x", closed>>10, float64(closed)/float64(offlineSize), offlineSize>>10)
 				}
 			}
 			db, err = Open(path, 0o600, nil)
@@ -289,4 +288,133 @@ func TestAutoCompact(t *testing.T) {
 	}
 	mustCheck(t, db)
 	_ = db.Close()
+}
+
+// TestCompactResumeNested: many buckets, nested two deep, with values of
+// every size (inline, multi-page, blobs), most keys deleted at random, are
+// compacted in steps of 7 pages, so that nearly every step ends inside a
+// tree or between buckets and the next resumes there; a first call is
+// cancelled part way. Afterwards the data equal the model, Check passes,
+// the steps were many, and the file is within 1.10x of an offline copy.
+func TestCompactResumeNested(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewSource(seed))
+	db := openTestDB(t, &Options{PageSize: 4096})
+	db.compactBudget = 7
+	value := func() []byte {
+		var n int
+		switch rng.Intn(10) {
+		case 0:
+			n = 4096 + rng.Intn(3*4096) // multi-page, inline
+		case 1:
+			n = 9*4096 + rng.Intn(4096) // a blob
+		default:
+			n = 20 + rng.Intn(300)
+		}
+		v := make([]byte, n)
+		rng.Read(v)
+		return v
+	}
+	var keys [][3]string // top bucket, nested bucket ("" for none), key
+	if err := db.Update(func(tx *Tx) error {
+		for b := 0; b < 12; b++ {
+			top, err := tx.CreateBucket(fmt.Appendf(nil, "top%02d", b))
+			if err != nil {
+				return err
+			}
+			for k := 0; k < 300; k++ {
+				key := fmt.Sprintf("k%05d", rng.Intn(100000))
+				keys = append(keys, [3]string{fmt.Sprintf("top%02d", b), "", key})
+				if err := top.Put([]byte(key), value()); err != nil {
+					return err
+				}
+			}
+			for c := 0; c < 4; c++ {
+				name := fmt.Sprintf("nested%d", c)
+				nb, err := top.CreateBucket([]byte(name))
+				if err != nil {
+					return err
+				}
+				for k := 0; k < 150; k++ {
+					key := fmt.Sprintf("n%05d", rng.Intn(100000))
+					keys = append(keys, [3]string{fmt.Sprintf("top%02d", b), name, key})
+					if err := nb.Put([]byte(key), value()); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	for start := 0; start < len(keys)*2/3; start += 500 {
+		if err := db.Update(func(tx *Tx) error {
+			for _, k := range keys[start:min(start+500, len(keys)*2/3)] {
+				b := tx.Bucket([]byte(k[0]))
+				if k[1] != "" {
+					b = b.Bucket([]byte(k[1]))
+				}
+				if err := b.Delete([]byte(k[2])); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := dumpDB(db.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := db.Stats()
+
+	// A call cancelled after a few steps, then one that finishes.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for db.Stats().CompactSteps-before.CompactSteps < 20 {
+			time.Sleep(50 * time.Microsecond)
+		}
+		cancel()
+	}()
+	if _, err := db.Compact(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Compact: %v, want context.Canceled", err)
+	}
+	mustCheck(t, db.DB)
+	if _, err := db.Compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mustCheck(t, db.DB)
+	got, err := dumpDB(db.DB)
+	if err != nil || !sameDump(got, want) {
+		t.Fatalf("data after compaction (%v): %s", err, describeDiff(got, want))
+	}
+	d := db.Stats()
+	d = d.Sub(&before)
+	if d.CompactSteps < 50 {
+		t.Errorf("%d compaction steps of at most 7 pages rewrote %d pages: want many steps", d.CompactSteps, d.CompactPagesRewritten)
+	}
+	offline := filepath.Join(t.TempDir(), "offline")
+	dst, err := Open(offline, 0o600, &Options{PageSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Compact(dst, db.DB, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db.reopen()
+	got, err = dumpDB(db.DB)
+	if err != nil || !sameDump(got, want) {
+		t.Fatalf("data after reopening (%v): %s", err, describeDiff(got, want))
+	}
+	size, offSize := fileLen(t, db.Path()), fileLen(t, offline)
+	t.Logf("%d steps rewrote %d pages; file %d KiB, offline copy %d KiB (%.2fx)", d.CompactSteps, d.CompactPagesRewritten, size>>10, offSize>>10, float64(size)/float64(offSize))
+	if float64(size) > 1.10*float64(offSize) {
+		t.Errorf("file is %d KiB after compaction, %.2fx the %d KiB of an offline copy, want <= 1.10x", size>>10, float64(size)/float64(offSize), offSize>>10)
+	}
 }

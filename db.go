@@ -132,6 +132,9 @@ type DB struct {
 	// (Options.AutoCompact); nil without one.
 	compactStop chan struct{}
 	compactDone chan struct{}
+	// compactBudget is the pages one compaction step may rewrite
+	// (compactStepPages; tests lower it to exercise resuming).
+	compactBudget uint64
 
 	bgSyncing atomic.Bool    // an early sync point runs in the background
 	bgSyncs   sync.WaitGroup // Close waits for it

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -927,24 +926,31 @@ func TestHostileBranchDAG(t *testing.T) {
 	// everything above the metas (Compact itself would find nothing worth
 	// moving in a file this small), it must stop with ErrCorrupt, not
 	// follow the 2^40 paths.
-	done := make(chan error, 1)
-	go func() {
-		db, err := Open(path, 0o600, &Options{Timeout: time.Second})
-		if err != nil {
+	// The repacking walk too.
+	for _, pass := range []struct {
+		name  string
+		fn    compactPassFunc
+		limit page.ID
+	}{{"relocation", relocatePass, page.MinPages}, {"repacking", repackPass, 0}} {
+		done := make(chan error, 1)
+		go func() {
+			db, err := Open(path, 0o600, &Options{Timeout: time.Second})
+			if err != nil {
+				done <- err
+				return
+			}
+			defer db.Close()
+			_, err = db.compactStep(pass.fn, pass.limit, compactNormal, &compactPos{})
 			done <- err
-			return
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, rerrors.ErrCorrupt) {
+				t.Fatalf("compaction's %s walk over a branch DAG: %v, want ErrCorrupt", pass.name, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("compaction's %s walk over a 40-level branch DAG did not finish in 20 s", pass.name)
 		}
-		defer db.Close()
-		_, err = db.relocateStep(page.MinPages, math.MaxUint64)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, rerrors.ErrCorrupt) {
-			t.Fatalf("Compact over a branch DAG: %v, want ErrCorrupt", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("Compact over a 40-level branch DAG did not finish in 20 s")
 	}
 }
 

@@ -44,6 +44,13 @@ type Stats struct {
 	PagesRead int64
 	// Commits counts committed write transactions.
 	Commits int64
+
+	// CompactSteps counts the write transactions compaction committed
+	// (DB.Compact, Options.AutoCompact).
+	CompactSteps int64
+	// CompactPagesRewritten counts the pages compaction steps rewrote:
+	// moved below the target or packed.
+	CompactPagesRewritten int64
 }
 
 // Sub returns s minus other, for the counters that accumulate; gauges
@@ -61,6 +68,8 @@ func (s *Stats) Sub(other *Stats) Stats {
 	diff.Flushes = s.Flushes - other.Flushes
 	diff.PagesRead = s.PagesRead - other.PagesRead
 	diff.Commits = s.Commits - other.Commits
+	diff.CompactSteps = s.CompactSteps - other.CompactSteps
+	diff.CompactPagesRewritten = s.CompactPagesRewritten - other.CompactPagesRewritten
 	return diff
 }
 

@@ -151,7 +151,11 @@ func (t *Tree) writeBlobs(n *node) error {
 
 func (t *Tree) writeBlob(v []byte) (page.BlobRef, error) {
 	ps := t.env.PageSize
-	capacity := int(page.BlobCapacity(maxExtentPages, ps))
+	extent := uint64(maxExtentPages)
+	if m := t.env.MaxExtentPages; m > 0 {
+		extent = min(extent, m)
+	}
+	capacity := int(page.BlobCapacity(extent, ps))
 	// Chunk boundaries, written last first so each extent's checksum covers
 	// its successor's reference.
 	var bounds []int

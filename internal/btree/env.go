@@ -59,6 +59,11 @@ type Env struct {
 	// tests set it, to get blobs from small values; a file may mix values
 	// stored either way, since readers go by each element's flags.
 	InlineLimit int
+	// MaxExtentPages, if positive, caps the blob extents this transaction
+	// writes below maxExtentPages: a compaction step limited to a
+	// fragmented part of the file sets it to 1 so that moved blobs fit
+	// single free pages.
+	MaxExtentPages uint64
 	// SparePages holds page-sized buffers that Spill may encode
 	// single-page nodes into instead of allocating new ones; the DB refills
 	// it with the buffers of runs it has written. Every node encoder

@@ -10,44 +10,40 @@ import (
 // errBudget stops a walk once the budget is spent.
 var errBudget = errors.New("btree: relocation budget spent")
 
+// A walk of a compaction step (Above, Sparse) starts at a key and, when its
+// budget ends it, reports the key to resume at, so that one pass over a
+// tree costs O(its pages) however many steps it takes (docs/design.md §4.1).
+// Keys are copies.
+
 // Above finds what a relocation step must rewrite so that no run of the
 // tree's committed state lies at or above limit (docs/design.md §4.1): for
 // every node run at or above it, the smallest key of its subtree (Touch
 // with that key materialises the node and its path, and Spill writes them
 // anew, below the limit if the allocator is limited), and the keys of blob
-// values with an extent at or above it (to be put again). Keys are copies,
-// in key order per kind. It stops once the runs found reach budget pages
-// and then reports more. Nested buckets are the caller's: their records are
-// plain values here. An inline or empty tree has nothing to move.
+// values with an extent at or above it (to be put again), in key order per
+// kind. Node runs longer than maxRun pages (0: no bound) are left where
+// they are. It looks at keys from from on (nil: all) and stops once the runs
+// found reach budget pages; then next is the key to resume at. Nested
+// buckets are the caller's: their records are plain values here. An inline
+// or empty tree has nothing to move.
 //
 // visits counts the nodes read, across every call of one relocation step:
 // in a valid file each page belongs to one tree, so more visits than the
 // HWM mean a page reachable twice — a corrupt file whose branches (or
 // bucket records) form a DAG with exponentially many paths — and the walk
 // stops with ErrCorrupt instead of following them.
-func (t *Tree) Above(limit page.ID, budget uint64, visits *uint64) (nodes, blobs [][]byte, pages uint64, more bool, err error) {
+func (t *Tree) Above(limit page.ID, maxRun uint64, from []byte, budget uint64, visits *uint64) (nodes, blobs [][]byte, pages uint64, next []byte, err error) {
 	if t.root.IsZero() {
-		return nil, nil, 0, false, nil
+		return nil, nil, 0, nil, nil
 	}
 	var walk func(ref page.Ref, depth int) error
 	walk = func(ref page.Ref, depth int) error {
-		if depth >= MaxDepth {
-			return t.depthErr()
-		}
-		if *visits++; *visits > t.env.HWM {
-			return page.Corruptf(ref.ID, "more tree nodes than pages below the high-water mark %d (a page reachable twice)", t.env.HWM)
-		}
-		n, err := t.env.readNode(ref)
+		n, err := t.walkNode(ref, depth, visits)
 		if err != nil {
 			return err
 		}
-		if ref.ID+n.Header().Pages() > limit {
-			var key []byte
-			if n.IsLeaf() {
-				key, err = n.LeafKey(0)
-			} else {
-				key, err = n.BranchKey(0)
-			}
+		if run := n.Header().Pages(); ref.ID+run > limit && (maxRun == 0 || run <= maxRun) {
+			key, err := firstKey(n)
 			if err != nil {
 				return err
 			}
@@ -55,15 +51,17 @@ func (t *Tree) Above(limit page.ID, budget uint64, visits *uint64) (nodes, blobs
 			pages += n.Header().Pages()
 		}
 		for i := 0; i < n.Count(); i++ {
-			if pages >= budget {
-				return errBudget
-			}
 			if !n.IsLeaf() {
-				child := n.BranchChild(i)
-				if child.Txid > n.Txid() {
-					return childTxidErr(n, child)
+				if skip, err := branchBefore(n, i, from); err != nil || skip {
+					if err != nil {
+						return err
+					}
+					continue
 				}
-				if err := walk(child, depth+1); err != nil {
+				if pages >= budget {
+					return stopAt(&next, n, i)
+				}
+				if err := walk(n.BranchChild(i), depth+1); err != nil {
 					return err
 				}
 				continue
@@ -72,8 +70,12 @@ func (t *Tree) Above(limit page.ID, budget uint64, visits *uint64) (nodes, blobs
 			if err != nil {
 				return err
 			}
-			if flags != page.FlagBlob {
+			if flags != page.FlagBlob || bytes.Compare(k, from) < 0 {
 				continue
+			}
+			if pages >= budget {
+				next = bytes.Clone(k)
+				return errBudget
 			}
 			ref, err := page.DecodeBlobRef(n.ID(), v)
 			if err != nil {
@@ -94,19 +96,160 @@ func (t *Tree) Above(limit page.ID, budget uint64, visits *uint64) (nodes, blobs
 		}
 		return nil
 	}
-	switch err := walk(t.root, 0); {
-	case err == errBudget:
-		return nodes, blobs, pages, true, nil
-	case err != nil:
-		t.env.fail(err)
-		return nil, nil, 0, false, err
+	if err := t.finishWalk(walk(t.root, 0)); err != nil {
+		return nil, nil, 0, nil, err
 	}
-	return nodes, blobs, pages, false, nil
+	return nodes, blobs, pages, next, nil
+}
+
+// Sparse finds leaves a repacking step should rewrite (docs/design.md
+// §4.1): per branch whose children are leaves, if moving elements leftwards
+// into the free room of their left neighbours, as Rebalance does with
+// Repack set, would empty at least a third of those leaves (and at least
+// one), the smallest key of every one of them; Touch with each, then
+// Rebalance packs them. Like Above it starts at from and stops once the
+// leaves found reach budget pages, with next the key to resume at; visits
+// is Above's. A tree whose root is a leaf has nothing to pack.
+func (t *Tree) Sparse(from []byte, budget uint64, visits *uint64) (leaves [][]byte, pages uint64, next []byte, err error) {
+	if t.root.IsZero() {
+		return nil, 0, nil, nil
+	}
+	var walk func(n page.Node, depth int) error
+	walk = func(n page.Node, depth int) error {
+		if n.IsLeaf() {
+			return nil
+		}
+		var group []page.Node // the leaf children from from on
+		for i := 0; i < n.Count(); i++ {
+			if skip, err := branchBefore(n, i, from); err != nil || skip {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if pages >= budget {
+				return stopAt(&next, n, i)
+			}
+			c, err := t.walkNode(n.BranchChild(i), depth+1, visits)
+			if err != nil {
+				return err
+			}
+			if !c.IsLeaf() {
+				if err := walk(c, depth+1); err != nil {
+					return err
+				}
+				continue
+			}
+			group = append(group, c)
+		}
+		saved, err := t.packSavings(group)
+		if err != nil || saved == 0 || 3*saved < len(group) {
+			return err
+		}
+		for _, c := range group {
+			key, err := firstKey(c)
+			if err != nil {
+				return err
+			}
+			leaves = append(leaves, bytes.Clone(key))
+			pages += c.Header().Pages()
+		}
+		return nil
+	}
+	root, err := t.walkNode(t.root, 0, visits)
+	if err == nil {
+		err = walk(root, 0)
+	}
+	if err := t.finishWalk(err); err != nil {
+		return nil, 0, nil, err
+	}
+	return leaves, pages, next, nil
+}
+
+// packSavings returns how many of the leaves, a run of siblings in key
+// order, packing them leftwards (each filled to one page from the elements
+// of the next) would empty.
+func (t *Tree) packSavings(leaves []page.Node) (int, error) {
+	ps := t.env.PageSize
+	packed, used := 0, ps // used: bytes of the page being filled
+	for _, c := range leaves {
+		for i := 0; i < c.Count(); i++ {
+			_, k, v, err := c.LeafElem(i)
+			if err != nil {
+				return 0, err
+			}
+			el := page.LeafElemSize + len(k) + len(v)
+			if used+el > ps && used > page.HeaderSize {
+				packed++
+				used = page.HeaderSize
+			}
+			used += el
+		}
+	}
+	return max(0, len(leaves)-packed), nil
+}
+
+// walkNode reads a node of a compaction walk, counting the visit.
+func (t *Tree) walkNode(ref page.Ref, depth int, visits *uint64) (page.Node, error) {
+	if depth >= MaxDepth {
+		return page.Node{}, t.depthErr()
+	}
+	if *visits++; *visits > t.env.HWM {
+		return page.Node{}, page.Corruptf(ref.ID, "more tree nodes than pages below the high-water mark %d (a page reachable twice)", t.env.HWM)
+	}
+	return t.env.readNode(ref)
+}
+
+// branchBefore reports whether child i of branch n holds only keys below
+// from (the next child's key is at most from), and checks the child's txid.
+func branchBefore(n page.Node, i int, from []byte) (bool, error) {
+	if child := n.BranchChild(i); child.Txid > n.Txid() {
+		return false, childTxidErr(n, child)
+	}
+	if from == nil || i+1 >= n.Count() {
+		return false, nil
+	}
+	k, err := n.BranchKey(i + 1)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Compare(k, from) <= 0, nil
+}
+
+// stopAt ends a walk before child i of branch n: the walk resumes at its
+// key (or at from itself for the first child, which holds from).
+func stopAt(next *[]byte, n page.Node, i int) error {
+	k, err := n.BranchKey(i)
+	if err != nil {
+		return err
+	}
+	*next = bytes.Clone(k)
+	return errBudget
+}
+
+// finishWalk turns a walk's end into its error: none when the budget ended
+// it, the error (latched) otherwise.
+func (t *Tree) finishWalk(err error) error {
+	switch {
+	case err == nil, err == errBudget:
+		return nil
+	default:
+		t.env.fail(err)
+		return err
+	}
+}
+
+func firstKey(n page.Node) ([]byte, error) {
+	if n.IsLeaf() {
+		return n.LeafKey(0)
+	}
+	return n.BranchKey(0)
 }
 
 // Touch materialises the path to the leaf where key is or would be, so that
 // Spill rewrites every node on it (the way a relocation moves a node: copy
-// on write to wherever the allocator now puts it).
+// on write to wherever the allocator now puts it). With Repack set the leaf
+// is marked for packing by Rebalance.
 func (t *Tree) Touch(key []byte) error {
 	c := t.scratchCursor()
 	c.search(key)

@@ -332,9 +332,13 @@ func (t *Tree) rebalance(n *node) error {
 	t.env.Stats.Rebalance++
 	threshold := t.env.PageSize / 4
 	if t.Repack && n.leaf && n.parent != nil {
-		// A relocation moving this leaf anyway: merge it with its
-		// sibling if both fit one page, so moved leaves are packed
-		// rather than copied half empty (docs/design.md §4.1).
+		// A compaction step rewriting this leaf anyway: fill it from its
+		// right siblings, so moved and repacked leaves are written full
+		// rather than copied half empty (docs/design.md §4.1); the last
+		// child merges into its left sibling if both fit one page.
+		if last, err := t.pack(n); err != nil || !last {
+			return err
+		}
 		threshold = t.env.PageSize - page.HeaderSize
 		if !n.sizeLessThan(threshold + 1) {
 			return nil
@@ -425,6 +429,61 @@ func (t *Tree) rebalance(n *node) error {
 		return err
 	}
 	return t.rebalance(parent)
+}
+
+// pack moves elements of n's right siblings, first ones first, into leaf n
+// while n stays within one page; a sibling it empties leaves the tree. It
+// reports whether n is its parent's last child.
+//
+// A sibling that keeps elements keeps its old key in the parent until
+// Spill re-keys it (the parent element is found by the key it was
+// materialised with, as after deletes): between Rebalance and Spill
+// nothing searches the tree.
+func (t *Tree) pack(n *node) (last bool, err error) {
+	ps := t.env.PageSize
+	for {
+		idx := n.parent.childIndex(n)
+		if idx+1 >= len(n.parent.inodes) {
+			return true, nil
+		}
+		size := n.size()
+		if size >= ps {
+			return false, nil
+		}
+		r, err := n.parent.childAt(idx + 1)
+		if err != nil {
+			return false, err
+		}
+		if !r.leaf {
+			err := page.Corruptf(r.orig.ID, "siblings at one level are leaf and branch")
+			t.env.fail(err)
+			return false, err
+		}
+		moved := 0
+		for moved < len(r.inodes) {
+			el := page.LeafElemSize + len(r.inodes[moved].key) + r.valueSize(moved)
+			if size+el > ps {
+				break
+			}
+			size += el
+			moved++
+		}
+		if moved == 0 {
+			return false, nil
+		}
+		n.inodes = append(n.inodes, r.inodes[:moved]...)
+		r.inodes = r.inodes[moved:]
+		if len(r.inodes) > 0 {
+			return false, nil
+		}
+		n.parent.del(r.key)
+		n.parent.removeChild(r)
+		r.removed = true
+		t.forget(r)
+		if err := r.free(); err != nil {
+			return false, err
+		}
+	}
 }
 
 // Spill writes every changed node into new runs (appended to Env.Runs) and
