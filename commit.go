@@ -115,12 +115,17 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 	db.mu.Lock()
 	db.stats.Commits++
 	db.mu.Unlock()
-	d := db.durability()
+	// A lazy transaction (a compaction step) is committed as in None
+	// mode whatever the durability: it changes where data lives, not what
+	// it is, so losing it in a crash loses nothing, and the next sync
+	// point (the application's next durable commit, or Compact's own
+	// Sync) covers it with the flush it makes anyway.
+	syncs := db.durability().syncsEachCommit() && !tx.lazy
 
 	var job *syncJob
 	wait := noWait
 	switch {
-	case d.syncsEachCommit():
+	case syncs:
 		wait = waitDurable
 		if db.claimSync() {
 			var err error
@@ -139,7 +144,7 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 			return nil, noWait, db.latch(err)
 		}
 	}
-	if !d.syncsEachCommit() {
+	if !syncs {
 		// Periodic and None: readers see the transaction as soon as its
 		// pages are written (not before: a reader would read stale pages).
 		db.mu.Lock()

@@ -135,6 +135,9 @@ type DB struct {
 	// compactBudget is the pages one compaction step may rewrite
 	// (compactStepPages; tests lower it to exercise resuming).
 	compactBudget uint64
+	// writersWaiting counts callers of beginRW waiting for the writer
+	// lock; compaction lets them go before its next step.
+	writersWaiting atomic.Int32
 
 	bgSyncing atomic.Bool    // an early sync point runs in the background
 	bgSyncs   sync.WaitGroup // Close waits for it
@@ -295,14 +298,24 @@ func (db *DB) beginRW() (*Tx, error) {
 	if db.readOnly {
 		return nil, ErrDatabaseReadOnly
 	}
+	db.writersWaiting.Add(1)
 	db.writer.Lock()
+	db.writersWaiting.Add(-1)
 	db.mu.Lock()
 	if !db.opened {
 		db.mu.Unlock()
 		db.writer.Unlock()
 		return nil, ErrDatabaseNotOpen
 	}
-	oldest := db.oldestReader()
+	// Invariant: a page freed by txn T is released (reusable) only when no
+	// reader can see a state older than T. Readers registered now are in
+	// oldestReader; one that registers after this critical section, before
+	// Release below, gets db.cur at that time, which is at least db.cur
+	// now — so db.cur bounds it. steady alone does not: finishSync sets
+	// db.durable before db.cur, and a reader that began in between, on
+	// the older state, saw its pages reused (a 1 GiB bench run read a leaf
+	// that the next transaction had overwritten).
+	oldest := min(db.oldestReader(), db.cur.Txid)
 	latched := db.latched
 	db.mu.Unlock()
 	if latched != nil {
@@ -530,7 +543,7 @@ func (db *DB) Close() error {
 		// reader is left: a tail that Compact freed, or that growth left
 		// unused beyond the usual slack, goes back to the file system.
 		if size, err := db.file.Size(); err == nil {
-			first = db.truncateLocked(truncateExcess(size))
+			_, first = db.truncateLocked(truncateExcess(size), 0)
 		}
 	}
 	if err := db.pager.Close(); err != nil && first == nil {

@@ -236,7 +236,7 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 		// wait, growth slack far beyond the usual) goes back now: nothing
 		// else runs yet.
 		if size, err := db.file.Size(); err == nil {
-			if err := db.truncateLocked(truncateExcess(size)); err != nil {
+			if _, err := db.truncateLocked(truncateExcess(size), 0); err != nil {
 				return err
 			}
 		}

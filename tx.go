@@ -32,6 +32,8 @@ type Tx struct {
 	onCommit []func()
 	stats    TxStats
 	spaceOps int
+	// lazy commits without waiting for a sync point (compaction steps).
+	lazy bool
 	// spaceEnded is set once the free-space map's transaction has been
 	// committed or rolled back by Commit.
 	spaceEnded bool

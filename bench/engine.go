@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"sort"
@@ -299,9 +300,17 @@ func bucketLabel(name []byte) string {
 	return strconv.Quote(s)
 }
 
+// OnlineCompactor is implemented by DBs that give space back in place
+// while in use (rivet's DB.Compact).
+type OnlineCompactor interface {
+	// CompactOnline shrinks the open file in place and returns the bytes
+	// given back.
+	CompactOnline(ctx context.Context) (int64, error)
+}
+
 // OfflineCompactor is implemented by engines that can rewrite a closed
 // file compactly into a new one (bbolt's and rivet's Compact): the only
-// way either gives space back until rivet's online compaction (issue 11).
+// bbolt gives space back (rivet also has OnlineCompactor).
 type OfflineCompactor interface {
 	// CompactFile copies every bucket and key of the file at src into a
 	// new file at dst, committing about every txMaxSize bytes.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 
@@ -32,7 +33,7 @@ func openRivet(path string, o *rivet.Options) (DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openKV[*rivet.DB, *rivet.Tx, *rivet.Bucket, *rivet.Cursor](db, o.ReadOnly, func() Counters {
+	k, err := openKV[*rivet.DB, *rivet.Tx, *rivet.Bucket, *rivet.Cursor](db, o.ReadOnly, func() Counters {
 		s := db.Stats()
 		return Counters{
 			CtrPagesWritten: s.PagesWritten,
@@ -42,7 +43,19 @@ func openRivet(path string, o *rivet.Options) (DB, error) {
 			CtrPagesRead:    s.PagesRead,
 		}
 	})
+	if err != nil {
+		return nil, err
+	}
+	return rivetKV{k}, nil
 }
+
+// rivetKV is a rivet DB as the workloads see it, with online compaction.
+type rivetKV struct {
+	*kvDB[*rivet.DB, *rivet.Tx, *rivet.Bucket, *rivet.Cursor]
+}
+
+// CompactOnline implements OnlineCompactor with DB.Compact.
+func (r rivetKV) CompactOnline(ctx context.Context) (int64, error) { return r.db.Compact(ctx) }
 
 // rivetMagic is the first four bytes of a rivet meta page (docs/design.md
 // §2.2: the magic 0x54564952 stored little-endian).
