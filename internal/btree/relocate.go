@@ -15,6 +15,34 @@ var errBudget = errors.New("btree: relocation budget spent")
 // tree costs O(its pages) however many steps it takes (docs/design.md §4.1).
 // Keys are copies.
 
+// Budget bounds one compaction step's walk: the pages it may mark for
+// rewriting and the nodes it may read (so that a stretch of the tree with
+// nothing to rewrite does not hold the writer lock for a whole pass).
+type Budget struct {
+	// Pages is what the step may still mark; a walk stops once the runs it
+	// found reach it.
+	Pages uint64
+	// Visits counts the nodes read, across every call of one step: in a
+	// valid file each page belongs to one tree, so more visits than the
+	// HWM mean a page reachable twice — a corrupt file whose branches (or
+	// bucket records) form a DAG with exponentially many paths — and the
+	// walk stops with ErrCorrupt instead of following them.
+	Visits uint64
+	// MaxVisits, if not 0, stops a walk once Visits reaches it, provided
+	// the walk got past its starting key (so every step makes progress).
+	MaxVisits uint64
+}
+
+// Spent reports whether a step has nothing left to spend: no pages, or
+// its node reads.
+func (b *Budget) Spent() bool { return b.spent(0, true) }
+
+// spent reports whether a walk that found pages should stop before its
+// next child; progressed: it finished something after its starting key.
+func (b *Budget) spent(pages uint64, progressed bool) bool {
+	return pages >= b.Pages || (progressed && b.MaxVisits > 0 && b.Visits >= b.MaxVisits)
+}
+
 // Above finds what a relocation step must rewrite so that no run of the
 // tree's committed state lies at or above limit (docs/design.md §4.1): for
 // every node run at or above it, the smallest key of its subtree (Touch
@@ -22,23 +50,18 @@ var errBudget = errors.New("btree: relocation budget spent")
 // anew, below the limit if the allocator is limited), and the keys of blob
 // values with an extent at or above it (to be put again), in key order per
 // kind. Node runs longer than maxRun pages (0: no bound) are left where
-// they are. It looks at keys from from on (nil: all) and stops once the runs
-// found reach budget pages; then next is the key to resume at. Nested
-// buckets are the caller's: their records are plain values here. An inline
-// or empty tree has nothing to move.
-//
-// visits counts the nodes read, across every call of one relocation step:
-// in a valid file each page belongs to one tree, so more visits than the
-// HWM mean a page reachable twice — a corrupt file whose branches (or
-// bucket records) form a DAG with exponentially many paths — and the walk
-// stops with ErrCorrupt instead of following them.
-func (t *Tree) Above(limit page.ID, maxRun uint64, from []byte, budget uint64, visits *uint64) (nodes, blobs [][]byte, pages uint64, next []byte, err error) {
+// they are. It looks at keys from from on (nil: all) and stops when b is
+// spent; then next is the key to resume at. Nested buckets are the
+// caller's: their records are plain values here. An inline or empty tree
+// has nothing to move.
+func (t *Tree) Above(limit page.ID, maxRun uint64, from []byte, b *Budget) (nodes, blobs [][]byte, pages uint64, next []byte, err error) {
 	if t.root.IsZero() {
 		return nil, nil, 0, nil, nil
 	}
+	progressed := false
 	var walk func(ref page.Ref, depth int) error
 	walk = func(ref page.Ref, depth int) error {
-		n, err := t.walkNode(ref, depth, visits)
+		n, err := t.walkNode(ref, depth, &b.Visits)
 		if err != nil {
 			return err
 		}
@@ -58,12 +81,13 @@ func (t *Tree) Above(limit page.ID, maxRun uint64, from []byte, budget uint64, v
 					}
 					continue
 				}
-				if pages >= budget {
+				if b.spent(pages, progressed) {
 					return stopAt(&next, n, i)
 				}
 				if err := walk(n.BranchChild(i), depth+1); err != nil {
 					return err
 				}
+				progressed = true
 				continue
 			}
 			flags, k, v, err := n.LeafElem(i)
@@ -73,10 +97,11 @@ func (t *Tree) Above(limit page.ID, maxRun uint64, from []byte, budget uint64, v
 			if flags != page.FlagBlob || bytes.Compare(k, from) < 0 {
 				continue
 			}
-			if pages >= budget {
+			if b.spent(pages, progressed) {
 				next = bytes.Clone(k)
 				return errBudget
 			}
+			progressed = true
 			ref, err := page.DecodeBlobRef(n.ID(), v)
 			if err != nil {
 				return err
@@ -107,13 +132,15 @@ func (t *Tree) Above(limit page.ID, maxRun uint64, from []byte, budget uint64, v
 // into the free room of their left neighbours, as Rebalance does with
 // Repack set, would empty at least a third of those leaves (and at least
 // one), the smallest key of every one of them; Touch with each, then
-// Rebalance packs them. Like Above it starts at from and stops once the
-// leaves found reach budget pages, with next the key to resume at; visits
-// is Above's. A tree whose root is a leaf has nothing to pack.
-func (t *Tree) Sparse(from []byte, budget uint64, visits *uint64) (leaves [][]byte, pages uint64, next []byte, err error) {
+// Rebalance packs them. Like Above it starts at from and stops when b is
+// spent, with next the key to resume at, but only between groups: a group
+// (one branch's leaves, a few hundred at most) is taken whole. A tree
+// whose root is a leaf has nothing to pack.
+func (t *Tree) Sparse(from []byte, b *Budget) (leaves [][]byte, pages uint64, next []byte, err error) {
 	if t.root.IsZero() {
 		return nil, 0, nil, nil
 	}
+	progressed := false
 	var walk func(n page.Node, depth int) error
 	walk = func(n page.Node, depth int) error {
 		if n.IsLeaf() {
@@ -127,10 +154,10 @@ func (t *Tree) Sparse(from []byte, budget uint64, visits *uint64) (leaves [][]by
 				}
 				continue
 			}
-			if pages >= budget {
+			if len(group) == 0 && b.spent(pages, progressed) {
 				return stopAt(&next, n, i)
 			}
-			c, err := t.walkNode(n.BranchChild(i), depth+1, visits)
+			c, err := t.walkNode(n.BranchChild(i), depth+1, &b.Visits)
 			if err != nil {
 				return err
 			}
@@ -138,10 +165,12 @@ func (t *Tree) Sparse(from []byte, budget uint64, visits *uint64) (leaves [][]by
 				if err := walk(c, depth+1); err != nil {
 					return err
 				}
+				progressed = true
 				continue
 			}
 			group = append(group, c)
 		}
+		progressed = true
 		saved, err := t.packSavings(group)
 		if err != nil || saved == 0 || 3*saved < len(group) {
 			return err
@@ -156,7 +185,7 @@ func (t *Tree) Sparse(from []byte, budget uint64, visits *uint64) (leaves [][]by
 		}
 		return nil
 	}
-	root, err := t.walkNode(t.root, 0, visits)
+	root, err := t.walkNode(t.root, 0, &b.Visits)
 	if err == nil {
 		err = walk(root, 0)
 	}
