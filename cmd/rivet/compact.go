@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -18,10 +19,11 @@ func newCompactCmd() *cobra.Command {
 		Short: "Give a rivet file's free space back to the file system, in place",
 		Long: `Opens FILE (which no other process may have open), runs DB.Compact — the
 online compaction a running program can also call — and closes it, printing
-the file's size before and after. Pages near the end of the file are moved
-into free space lower down and the free tail is cut. Pages are moved as they
-are, not repacked: a file whose pages are half empty keeps them so (an
-offline copy repacks them).`,
+the file's size before and after. Half-empty leaves are packed, pages near
+the end of the file are moved into free space lower down and the free tail
+is cut. On a terminal, a progress line shows the bytes rewritten so far
+(how many there will be is known only at the end).`,
+		Example: `  rivet compact app.db`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := args[0]
@@ -38,7 +40,9 @@ offline copy repacks them).`,
 				return err
 			}
 			start := time.Now()
+			stop := showCompactProgress(cmd.ErrOrStderr(), db)
 			released, err := db.Compact(context.Background())
+			stop()
 			if cerr := db.Close(); err == nil {
 				err = cerr
 			}
@@ -67,4 +71,38 @@ func sizeString(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// showCompactProgress draws, on a terminal, the bytes compaction has
+// rewritten so far (from DB.Stats), until the returned func is called,
+// which erases the line. The total is known only at the end, so this is a
+// counter, not a bar.
+func showCompactProgress(w io.Writer, db *rivet.DB) (stop func()) {
+	if !isTerminal(w) {
+		return func() {}
+	}
+	base := db.Stats().CompactPagesRewritten
+	pageSize := int64(db.Info().PageSize)
+	start := time.Now()
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				fmt.Fprint(w, "\r\033[K")
+				return
+			case <-t.C:
+				moved := (db.Stats().CompactPagesRewritten - base) * pageSize
+				fmt.Fprintf(w, "\r\033[Kcompacting: %s rewritten, %s", sizeString(moved), time.Since(start).Round(100*time.Millisecond))
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
 }
