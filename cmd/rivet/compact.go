@@ -24,7 +24,7 @@ the end of the file are moved into free space lower down and the free tail
 is cut. On a terminal, a progress line shows the bytes rewritten so far
 (how many there will be is known only at the end).`,
 		Example: `  rivet compact app.db`,
-		Args: cobra.ExactArgs(1),
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := args[0]
 			fi, err := os.Stat(path)
