@@ -122,11 +122,23 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 	// Sync) covers it with the flush it makes anyway.
 	syncs := db.durability().syncsEachCommit() && !tx.lazy
 
+	db.unsyncedCommits.Add(1)
 	var job *syncJob
 	wait := noWait
 	switch {
 	case syncs:
 		wait = waitDurable
+		if db.unsyncedCommits.Load() > 1 || db.writersWaiting.Load() > 0 || db.lastSyncCommits.Load() > 1 {
+			// Other commits wait for a sync point, writers are queued
+			// for the lock, or the last sync point covered several
+			// writers (who are on their way back): lead (or join) it
+			// from syncThrough, which lingers while commits keep
+			// coming, so that one flush covers them all
+			// (docs/design.md §3.3). Leading here, at once, covered
+			// only the writers that committed during the previous
+			// flush. A lone writer still leads at once.
+			break
+		}
 		if db.claimSync() {
 			var err error
 			if job, err = db.prepareSync(db.syncKind(false), runs); err != nil {
@@ -177,6 +189,11 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 	}
 	return job, wait, nil
 }
+
+// maxGroupDelay bounds how long a sync leader lingers for more commits
+// (lingerForCommits): with writers arriving without pause commits never
+// stop coming, and those waiting for a flush must not wait for ever.
+const maxGroupDelay = time.Millisecond
 
 // pendingLimit is the soft limit on pages waiting for a sync point: a
 // quarter of the file, at least 4,096 pages.

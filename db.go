@@ -125,6 +125,11 @@ type DB struct {
 	// below either (docs/design.md §4.1). Guarded by syncMu.
 	slotHWM      [2]uint64
 	lastFullSync time.Time // Barrier: when the last full flush returned
+	// unsyncedCommits counts the commits since the last sync point was
+	// prepared (a sync leader lingers while it grows).
+	unsyncedCommits atomic.Int64
+	// lastSyncCommits is how many commits the last sync point covered.
+	lastSyncCommits atomic.Int64
 
 	bgStop chan struct{} // closes the periodic syncer (Periodic mode)
 	bgDone chan struct{}

@@ -285,3 +285,53 @@ func TestNoneModeGrowthIsBounded(t *testing.T) {
 	}
 	mustCheck(t, db)
 }
+
+// TestGroupCommitFillsFlushes: with N writers making durable one-key
+// commits on a disk whose flush takes 2 ms, a flush covers at least N/2
+// commits on average (issue 12): the writers that committed during one
+// flush share the next, and writers queued for the writer lock commit
+// before a sync point starts, so they share it too.
+func TestGroupCommitFillsFlushes(t *testing.T) {
+	for _, workers := range []int{4, 16} {
+		t.Run(fmt.Sprint(workers), func(t *testing.T) {
+			g := &gateFS{FS: vfs.NewMem(), delay: 2 * time.Millisecond}
+			db, err := openFS(g, "/db", 0o600, &Options{InitialMmapSize: memMapSize})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if err := db.Update(func(tx *Tx) error {
+				_, err := tx.CreateBucket([]byte("b"))
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			each := 640 / workers
+			before := db.Stats()
+			var wg sync.WaitGroup
+			for w := 0; w < workers; w++ {
+				wg.Add(1)
+				go func(w int) {
+					defer wg.Done()
+					for i := 0; i < each; i++ {
+						if err := db.Update(func(tx *Tx) error {
+							return tx.Bucket([]byte("b")).Put([]byte(fmt.Sprintf("%02d-%04d", w, i)), []byte("v"))
+						}); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}(w)
+			}
+			wg.Wait()
+			d := db.Stats()
+			d = d.Sub(&before)
+			perFlush := float64(d.Commits) / float64(d.Flushes)
+			t.Logf("%d writers: %d commits, %d flushes, %.1f commits per flush", workers, d.Commits, d.Flushes, perFlush)
+			if perFlush < float64(workers)/2 {
+				t.Errorf("%.1f commits per flush with %d writers, want >= %d", perFlush, workers, workers/2)
+			}
+			mustCheck(t, db)
+		})
+	}
+}
