@@ -130,6 +130,8 @@ type DB struct {
 	unsyncedCommits atomic.Int64
 	// lastSyncCommits is how many commits the last sync point covered.
 	lastSyncCommits atomic.Int64
+	// lastFlushNs is how long the last sync point's flush took.
+	lastFlushNs atomic.Int64
 
 	bgStop chan struct{} // closes the periodic syncer (Periodic mode)
 	bgDone chan struct{}
