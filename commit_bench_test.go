@@ -44,3 +44,33 @@ func BenchmarkOneKeyCommit(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOneKeyCommitNone is BenchmarkOneKeyCommit in None durability:
+// the commit path with no flush, which issue 12 wants as lean as bbolt's
+// with NoSync.
+func BenchmarkOneKeyCommitNone(b *testing.B) {
+	db := openTestDB(b, &Options{Durability: None})
+	rng := rand.New(rand.NewSource(1))
+	val := make([]byte, 100)
+	key := func() []byte {
+		k := make([]byte, 16)
+		rng.Read(k)
+		return k
+	}
+	if err := db.Update(func(tx *Tx) error {
+		_, err := tx.CreateBucket([]byte("b"))
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		k := key()
+		if err := db.Update(func(tx *Tx) error {
+			return tx.Bucket([]byte("b")).Put(k, val)
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

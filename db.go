@@ -130,6 +130,9 @@ type DB struct {
 	unsyncedCommits atomic.Int64
 	// lastSyncCommits is how many commits the last sync point covered.
 	lastSyncCommits atomic.Int64
+	// nodePool lends the writer's materialised nodes their element arrays
+	// (used under the writer lock only).
+	nodePool btree.NodePool
 	// lastFlushNs is how long the last sync point's flush took.
 	lastFlushNs atomic.Int64
 

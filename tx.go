@@ -81,6 +81,7 @@ func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {
 		// transaction ends (DB.releaseRuns).
 		tx.env.Runs = db.treeRuns[:0]
 		tx.env.SparePages, db.sparePages = db.sparePages, nil
+		tx.env.Pool = &db.nodePool
 	}
 	tx.root = &tx.rootStore
 	tx.rootStore = Bucket{tx: tx, FillPercent: DefaultFillPercent, isRoot: true}

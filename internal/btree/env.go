@@ -64,6 +64,9 @@ type Env struct {
 	// fragmented part of the file sets it to 1 so that moved blobs fit
 	// single free pages.
 	MaxExtentPages uint64
+	// Pool, if not nil, lends materialised nodes their element arrays
+	// (write transactions; the DB keeps one for its writer).
+	Pool *NodePool
 	// SparePages holds page-sized buffers that Spill may encode
 	// single-page nodes into instead of allocating new ones; the DB refills
 	// it with the buffers of runs it has written. Every node encoder

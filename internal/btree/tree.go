@@ -560,6 +560,22 @@ func (t *Tree) SpillInline(maxSize int) error {
 
 // reset drops the materialised nodes after a spill.
 func (t *Tree) reset() {
+	// The nodes are written (or emptied) and dropped: their arrays go
+	// back to the pool. Invariant: nothing refers to a node of t after a
+	// spill — its transaction is committing, and split parts, the only
+	// other users of a loaded array, are among the nodes dropped here.
+	if pool := t.env.Pool; pool != nil {
+		for _, n := range t.nodes {
+			if n.loaded != nil {
+				pool.put(n.loaded)
+				n.loaded, n.inodes = nil, nil
+			}
+		}
+		if n := t.rootNode; n != nil && n.loaded != nil {
+			pool.put(n.loaded)
+			n.loaded, n.inodes = nil, nil
+		}
+	}
 	t.rootNode = nil
 	t.nodes = nil
 	t.tempSeq = 0
