@@ -2,6 +2,7 @@ package btree
 
 import (
 	"bytes"
+	"math/bits"
 
 	"github.com/rivetkv/rivet/internal/page"
 )
@@ -47,40 +48,51 @@ type node struct {
 // transaction to the next: a one-key commit materialises a leaf and its
 // branches, and allocating their arrays (a branch of 300 children: 24 KiB)
 // was most of its garbage (issue 12: 15 of the 18.5 KB a one-key commit
-// allocated). Only the writer uses it; it needs no lock.
+// allocated; 2.6 MB of a 200-update commit, with the page buffers). Only
+// the writer uses it; it needs no lock.
 type NodePool struct {
-	free [][]inode
+	// free[c] holds arrays whose capacity is in [2^c, 2^(c+1)).
+	free  [32][][]inode
+	elems int // capacity of the arrays kept
 }
 
-// nodePoolSize bounds the arrays kept: a few trees' paths.
-const nodePoolSize = 64
+// nodePoolElems bounds the elements of the arrays kept (about 5 MiB): the
+// nodes of a commit of a few hundred random updates (update-locality's
+// 200 leaves and 190 branches), nothing a bulk load could inflate.
+const nodePoolElems = 1 << 16
 
 // get returns an array of n elements with room for a few more (a put into
 // a loaded node then does not grow it), reused when one is large enough.
 func (p *NodePool) get(n int) []inode {
+	want := n + 2
 	if p != nil {
-		for i := len(p.free) - 1; i >= 0; i-- {
-			if s := p.free[i]; cap(s) >= n+2 {
-				last := len(p.free) - 1
-				p.free[i] = p.free[last]
-				p.free[last] = nil
-				p.free = p.free[:last]
+		// Arrays of class c have capacity >= 2^c: from the class above
+		// want's, every one fits; in want's own class, the top may.
+		for c := bits.Len(uint(want)) - 1; c < len(p.free); c++ {
+			list := p.free[c]
+			if k := len(list); k > 0 && cap(list[k-1]) >= want {
+				s := list[k-1]
+				list[k-1] = nil
+				p.free[c] = list[:k-1]
+				p.elems -= cap(s)
 				return s[:n]
 			}
 		}
 	}
-	return make([]inode, n, n+2+n/8)
+	return make([]inode, n, want+n/8)
 }
 
 // put takes back an array no node uses any more, cleared so that it holds
 // no reference to the map or to values.
 func (p *NodePool) put(s []inode) {
-	if p == nil || len(p.free) >= nodePoolSize {
+	if p == nil || cap(s) == 0 || p.elems+cap(s) > nodePoolElems {
 		return
 	}
 	s = s[:cap(s)]
 	clear(s)
-	p.free = append(p.free, s[:0])
+	c := bits.Len(uint(cap(s))) - 1
+	p.free[c] = append(p.free[c], s[:0])
+	p.elems += cap(s)
 }
 
 func (n *node) minKeys() int {
