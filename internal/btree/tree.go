@@ -582,18 +582,62 @@ func (t *Tree) reset() {
 	t.mods++
 }
 
-func (t *Tree) spill(n *node) error {
-	if n.spilled {
-		return nil
+// spill writes the materialised nodes under root level by level, deepest
+// first and in key order within a level, so that every node is written
+// after its children (and records their final references) and all of a
+// commit's leaves are allocated before any branch: with the allocator's
+// lowest-run-first policy they then land together, and the branches —
+// rewritten by nearly every commit of random updates — in a group the next
+// commit frees whole. Spilled depth-first, the two alternated (docs/design.md
+// §4.2).
+func (t *Tree) spill(root *node) error {
+	var levels [][]*node
+	var collect func(n *node, depth int)
+	collect = func(n *node, depth int) {
+		if n.spilled {
+			return
+		}
+		for len(levels) <= depth {
+			levels = append(levels, nil)
+		}
+		levels[depth] = append(levels[depth], n)
+		for _, c := range n.children {
+			collect(c, depth+1)
+		}
 	}
-	// Children first, in key order, so every parent records final checksums.
-	sort.Slice(n.children, func(i, j int) bool {
-		return bytes.Compare(n.children[i].inodes[0].key, n.children[j].inodes[0].key) < 0
-	})
-	for i := 0; i < len(n.children); i++ {
-		if err := t.spill(n.children[i]); err != nil {
+	collect(root, 0)
+	for d := len(levels) - 1; d >= 0; d-- {
+		level := levels[d]
+		sort.Slice(level, func(i, j int) bool { return firstKeyLess(level[i], level[j]) })
+		for _, n := range level {
+			if err := t.spillNode(n); err != nil {
+				return err
+			}
+		}
+	}
+	// A root that split got a fresh branch parent, whose own split may
+	// give it another: write them now, after their children.
+	for r := t.rootNode; r != nil && r.fresh && !r.spilled; r = t.rootNode {
+		if err := t.spillNode(r); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// firstKeyLess orders nodes by their first key (an empty node first).
+func firstKeyLess(a, b *node) bool {
+	if len(a.inodes) == 0 || len(b.inodes) == 0 {
+		return len(a.inodes) < len(b.inodes)
+	}
+	return bytes.Compare(a.inodes[0].key, b.inodes[0].key) < 0
+}
+
+// spillNode writes n, whose children are written: its blobs, then n split
+// into parts of at most a page (or one run), each recorded in n's parent.
+func (t *Tree) spillNode(n *node) error {
+	if n.spilled {
+		return nil
 	}
 	n.children = nil
 	if n.leaf {
@@ -623,12 +667,6 @@ func (t *Tree) spill(n *node) error {
 		}
 	}
 	t.env.Stats.Spill++
-	// A root that split got a fresh branch parent in split: spill it now,
-	// after all its children have their final references.
-	if p := n.parent; p != nil && p.fresh && !p.spilled {
-		p.children = nil
-		return t.spill(p)
-	}
 	return nil
 }
 
