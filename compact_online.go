@@ -41,6 +41,9 @@ func (db *DB) Compact(ctx context.Context) (int64, error) {
 	if db.isClosed() {
 		return 0, ErrDatabaseNotOpen
 	}
+	db.mu.Lock()
+	db.stats.CompactCalls++
+	db.mu.Unlock()
 	before := db.headHWM()
 	released := func() int64 { return int64(before-db.headHWM()) * int64(db.pageSize) }
 	// Pack first: it frees pages all through the file, which the
@@ -469,23 +472,43 @@ func (db *DB) autoCompactor(cfg AutoCompact) {
 	}()
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	idle, skip := 0, 0 // calls in a row that gave nothing back; ticks to let pass
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		if skip > 0 {
+			skip--
+			continue
+		}
 		db.spaceMu.Lock()
 		s := db.space.Stats()
 		db.spaceMu.Unlock()
 		if s.HWM == 0 || float64(s.FreePages) <= fraction*float64(s.HWM) {
+			idle = 0
 			continue
 		}
-		if released, err := db.Compact(ctx); err != nil && ctx.Err() == nil {
+		released, err := db.Compact(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
 			db.logger.Errorf("automatic compaction: %v", err)
 			return
-		} else if released > 0 {
+		case released > 0:
 			db.logger.Infof("automatic compaction gave back %d bytes of state", released)
+			idle = 0
+		default:
+			// Nothing given back although free pages are many: they
+			// cannot move yet (a reader holds them, or they lie where
+			// nothing fits). Each call still reads the trees, so look
+			// again after 2, 4, ... up to 64 intervals.
+			idle = min(idle+1, maxAutoCompactBackoff)
+			skip = 1<<idle - 1
 		}
 	}
 }
+
+// maxAutoCompactBackoff caps the automatic compactor's backoff at 2^6 = 64
+// intervals between calls that give nothing back.
+const maxAutoCompactBackoff = 6

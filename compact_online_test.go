@@ -521,3 +521,46 @@ func TestCompactUnderTraffic(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoCompactBacksOff: while a reader holds the pages a compaction
+// would give back, the automatic compactor does not read the trees every
+// interval: it backs off. Once the reader ends, it shrinks the file.
+func TestAutoCompactBacksOff(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	db, err := Open(path, 0o600, &Options{PageSize: 4096, AutoCompact: &AutoCompact{Interval: time.Millisecond, FreeFraction: 0.3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rng := rand.New(rand.NewSource(testSeed(t)))
+	const n = 20000
+	compactLoad(t, db, n, rng)
+	reader, err := db.Begin(false) // holds every page of the full state
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown := fileLen(t, path)
+	compactDelete(t, db, n, func(i int) bool { return i%(n/100) == 0 })
+	before := db.Stats()
+	time.Sleep(400 * time.Millisecond)
+	d := db.Stats()
+	d = d.Sub(&before)
+	// Without backoff: about one call per millisecond (several hundred);
+	// with it, about 1 + log2 of the wait plus 400/64.
+	if d.CompactCalls > 40 {
+		t.Errorf("%d automatic compactions in 400 ms while a reader held the pages: not backing off", d.CompactCalls)
+	}
+	t.Logf("%d automatic compactions in 400 ms with the pages held", d.CompactCalls)
+	if err := reader.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	// Functional wait, not a speed target.
+	deadline := time.Now().Add(30 * time.Second)
+	for fileLen(t, path) > grown/8 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if size := fileLen(t, path); size > grown/8 {
+		t.Fatalf("file still %d KiB (grown to %d KiB) 30 s after the reader ended", size>>10, grown>>10)
+	}
+	mustCheck(t, db)
+}

@@ -107,8 +107,10 @@ type AutoCompact struct {
 	Interval time.Duration
 	// FreeFraction starts a compaction when free pages make up more than
 	// this part of the database (zero means 0.25); each compaction runs
-	// in steps of at most 1,024 moved pages, so writers wait at most one
-	// step.
+	// in steps of at most 128 rewritten pages, so writers wait at most
+	// one step. When a compaction gives nothing back (the free pages
+	// cannot move yet, e.g. a long reader holds them), the next looks
+	// come 2, 4, ... up to 64 intervals apart, until one gives back.
 	FreeFraction float64
 }
 

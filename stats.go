@@ -45,6 +45,9 @@ type Stats struct {
 	// Commits counts committed write transactions.
 	Commits int64
 
+	// CompactCalls counts calls of DB.Compact, the automatic compactor's
+	// included.
+	CompactCalls int64
 	// CompactSteps counts the write transactions compaction committed
 	// (DB.Compact, Options.AutoCompact).
 	CompactSteps int64
@@ -68,6 +71,7 @@ func (s *Stats) Sub(other *Stats) Stats {
 	diff.Flushes = s.Flushes - other.Flushes
 	diff.PagesRead = s.PagesRead - other.PagesRead
 	diff.Commits = s.Commits - other.Commits
+	diff.CompactCalls = s.CompactCalls - other.CompactCalls
 	diff.CompactSteps = s.CompactSteps - other.CompactSteps
 	diff.CompactPagesRewritten = s.CompactPagesRewritten - other.CompactPagesRewritten
 	return diff
