@@ -133,6 +133,8 @@ type DB struct {
 	// nodePool lends the writer's materialised nodes their element arrays
 	// (used under the writer lock only).
 	nodePool btree.NodePool
+	// hooks are nil outside tests (see dbHooks).
+	hooks *dbHooks
 	// lastFlushNs is how long the last sync point's flush took.
 	lastFlushNs atomic.Int64
 
@@ -331,6 +333,9 @@ func (db *DB) beginRW() (*Tx, error) {
 	if latched != nil {
 		db.writer.Unlock()
 		return nil, latched
+	}
+	if h := db.hooks; h != nil && h.beginRWOldest != nil {
+		h.beginRWOldest()
 	}
 	db.syncMu.Lock()
 	steady := db.durable
@@ -568,4 +573,15 @@ func (db *DB) Close() error {
 		first = err
 	}
 	return first
+}
+
+// dbHooks let a test stop a goroutine where a race window opens and replay
+// an interleaving exactly. DB.hooks is nil outside tests.
+type dbHooks struct {
+	// afterDurable runs in finishSync after db.durable is set, before
+	// db.cur is.
+	afterDurable func()
+	// beginRWOldest runs in beginRW after the oldest snapshot still seen
+	// is taken, before the steady txid is read.
+	beginRWOldest func()
 }

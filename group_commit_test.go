@@ -294,3 +294,91 @@ func TestGroupCommitFillsFlushes(t *testing.T) {
 		})
 	}
 }
+
+// TestReaderBegunAsSyncFinishesKeepsItsPages replays the interleaving that
+// corrupted a reader in a 1 GiB bench run: a sync point's finishSync has
+// set db.durable but not yet db.cur; a write transaction has taken the
+// oldest snapshot still seen (no reader open) but not yet the steady txid;
+// a reader then begins on the older db.cur. The writer must not reuse the
+// pages that reader still sees (freed by the transaction the sync point
+// made durable), and the reader reads its whole snapshot unchanged.
+func TestReaderBegunAsSyncFinishesKeepsItsPages(t *testing.T) {
+	db := openTestDB(t, nil) // Full: readers see a commit at its sync point
+	val := func(gen, i int) []byte { return []byte(fmt.Sprintf("%d-%05d-%0480d", gen, i, i)) }
+	put := func(tx *Tx, gen int) error {
+		b, err := tx.CreateBucketIfNotExists([]byte("b"))
+		if err != nil {
+			return err
+		}
+		for i := 0; i < 400; i++ {
+			if err := b.Put([]byte(fmt.Sprintf("k%05d", i)), val(gen, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := db.Update(func(tx *Tx) error { return put(tx, 0) }); err != nil {
+		t.Fatal(err)
+	}
+	want, err := dumpDB(db.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inSync, inBegin atomic.Bool
+	gap, syncGo := make(chan struct{}), make(chan struct{})
+	atOldest, beginGo := make(chan struct{}), make(chan struct{})
+	db.hooks = &dbHooks{
+		afterDurable: func() {
+			if inSync.CompareAndSwap(true, false) {
+				close(gap)
+				<-syncGo
+			}
+		},
+		beginRWOldest: func() {
+			if inBegin.CompareAndSwap(true, false) {
+				close(atOldest)
+				<-beginGo
+			}
+		},
+	}
+	inSync.Store(true)
+	errA := make(chan error, 1)
+	go func() { errA <- db.Update(func(tx *Tx) error { return put(tx, 1) }) }() // frees every leaf of gen 0
+	<-gap
+	inBegin.Store(true)
+	errW := make(chan error, 1)
+	go func() { errW <- db.Update(func(tx *Tx) error { return put(tx, 2) }) }() // allocates as many
+	<-atOldest
+	reader, err := db.Begin(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(beginGo)
+	// Let the writer write its pages (it then waits for the sync point
+	// held in the gap): it has once the writer lock is free again.
+	for {
+		if db.writer.TryLock() {
+			if db.Stats().Commits >= 3 {
+				db.writer.Unlock()
+				break
+			}
+			db.writer.Unlock()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(syncGo)
+	if err := <-errA; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errW; err != nil {
+		t.Fatal(err)
+	}
+	got, err := dumpTx(reader)
+	if err != nil || !sameDump(got, want) {
+		t.Fatalf("the reader's snapshot changed under it (%v): %s", err, describeDiff(got, want))
+	}
+	if err := reader.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	db.hooks = nil
+}

@@ -140,6 +140,9 @@ func (db *DB) finishSync(job *syncJob) error {
 		db.lastFullSync = time.Now()
 	}
 	db.syncMu.Unlock()
+	if h := db.hooks; h != nil && h.afterDurable != nil {
+		h.afterDurable()
+	}
 
 	db.mu.Lock()
 	if db.cur.Txid <= job.meta.Txid {
