@@ -255,21 +255,26 @@ func (b *Bucket) compactWalk(pass compactPassFunc, path [][]byte, key []byte, st
 			return &compactPos{key: next}, err
 		}
 	}
-	var names [][]byte
-	if err := b.ForEachBucket(func(k []byte) error {
-		if len(path) == 0 || bytes.Compare(k, path[0]) >= 0 {
-			names = append(names, bytes.Clone(k))
-		}
-		return nil
-	}); err != nil {
-		return nil, err
+	// The nested buckets from path[0] on, one at a time: collecting every
+	// name first cost each step a scan of all of b's keys, and a bucket
+	// of 100,000 nested buckets a pass O(n^2).
+	var start []byte
+	if len(path) > 0 {
+		start = path[0]
 	}
-	for i, name := range names {
+	first := true
+	c := b.tree.Cursor()
+	for k, _, flags, ok := c.Seek(start); ok; k, _, flags, ok = c.Next() {
+		if flags != page.FlagBucket {
+			continue
+		}
+		name := bytes.Clone(k)
 		var subPath [][]byte
 		var subKey []byte
-		if i == 0 && len(path) > 0 && bytes.Equal(name, path[0]) {
+		if first && len(path) > 0 && bytes.Equal(name, path[0]) {
 			subPath, subKey = path[1:], key
 		}
+		first = false
 		if st.budget.Spent() && subPath == nil {
 			return &compactPos{path: [][]byte{name}}, nil
 		}
@@ -285,7 +290,7 @@ func (b *Bucket) compactWalk(pass compactPassFunc, path [][]byte, key []byte, st
 			return &compactPos{path: append([][]byte{name}, r.path...), key: r.key}, nil
 		}
 	}
-	return nil, nil
+	return nil, b.tx.env.Err
 }
 
 // relocatePass marks the runs of b's tree at or above the step's limit for
@@ -301,11 +306,8 @@ func relocatePass(b *Bucket, from []byte, st *compactStep) ([]byte, error) {
 		return nil, err
 	}
 	st.budget.Pages -= min(pages, st.budget.Pages)
-	b.tree.Repack = true
-	for _, k := range nodes {
-		if err := b.tree.Touch(k); err != nil {
-			return nil, err
-		}
+	if err := touchForRepack(b, nodes); err != nil {
+		return nil, err
 	}
 	for _, k := range blobs {
 		// Put again: the new copy is written at spill, below the limit,
@@ -324,13 +326,19 @@ func repackPass(b *Bucket, from []byte, st *compactStep) ([]byte, error) {
 		return nil, err
 	}
 	st.budget.Pages -= min(pages, st.budget.Pages)
+	return next, touchForRepack(b, leaves)
+}
+
+// touchForRepack materialises the nodes holding keys in b's tree so that
+// Spill rewrites them, and has Rebalance pack the leaves among them.
+func touchForRepack(b *Bucket, keys [][]byte) error {
 	b.tree.Repack = true
-	for _, k := range leaves {
+	for _, k := range keys {
 		if err := b.tree.Touch(k); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return next, nil
+	return nil
 }
 
 // shrinkTail lowers the high-water mark to the start of the free tail, in a
