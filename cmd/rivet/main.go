@@ -1,26 +1,21 @@
-// Command rivet is the command-line tool of the rivet key/value store.
+// Command rivet is the command-line tool of the rivet key/value store: it
+// inspects, checks, converts, backs up, salvages and pictures rivet files
+// (and bbolt files on their way to rivet), and benchmarks rivet against
+// bbolt on this machine's disk. Run "rivet --help" for the commands.
 //
-//	rivet bench [--vs bbolt]   measure rivet (against bbolt) on this machine's disk
-//	rivet stats FILE           print a database file's statistics
-//	rivet check FILE           verify a database file; non-zero exit on problems
-//	rivet version              print the build's versions
-//
-// From a checkout: go -C cmd/rivet run . bench --vs bbolt
+// Install: go install github.com/rivetkv/rivet/cmd/rivet@latest
+// From a checkout: go run ./cmd/rivet bench --vs bbolt
 package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := newRootCmd(os.Stdout, os.Stderr).ExecuteContext(ctx)
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "rivet:", err)
-		os.Exit(1)
-	}
+	os.Exit(code)
 }

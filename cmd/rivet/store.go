@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rivetkv/rivet"
+	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/page"
+	bolt "go.etcd.io/bbolt"
+)
+
+// The file formats the tool reads.
+const (
+	formatRivet = "rivet"
+	formatBbolt = "bbolt"
+)
+
+// bboltMagic and bboltMetaFlag identify a bbolt meta page: the page
+// header's flags (offset 8, u16) say "meta" and the magic (offset 16, u32)
+// follows the 16-byte header (bbolt's page.go and meta.go; read, not
+// copied).
+const (
+	bboltMagic    = 0xED0CDAED
+	bboltMetaFlag = 0x04
+)
+
+// detectFormat names path's format by its meta pages: meta 0 at offset 0,
+// or meta 1 at one page size in, for every page size either format allows,
+// so one damaged meta page does not hide a healthy file.
+func detectFormat(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if fi.IsDir() {
+		return "", fmt.Errorf("%s is a directory, not a database file", path)
+	}
+	head := make([]byte, 64)
+	isRivet := func(off int64) bool {
+		n, _ := f.ReadAt(head[:4], off)
+		return n == 4 && binary.LittleEndian.Uint32(head) == page.Magic
+	}
+	isBbolt := func(off int64) bool {
+		n, _ := f.ReadAt(head[:20], off)
+		if n < 20 || binary.LittleEndian.Uint16(head[8:]) != bboltMetaFlag {
+			return false
+		}
+		return binary.LittleEndian.Uint32(head[16:]) == bboltMagic || binary.BigEndian.Uint32(head[16:]) == bboltMagic
+	}
+	if isRivet(0) {
+		return formatRivet, nil
+	}
+	if isBbolt(0) {
+		return formatBbolt, nil
+	}
+	for ps := int64(512); ps <= 1<<20 && 2*ps <= fi.Size(); ps *= 2 {
+		if isRivet(ps) {
+			return formatRivet, nil
+		}
+		if isBbolt(ps) {
+			return formatBbolt, nil
+		}
+	}
+	if fi.Size() == 0 {
+		return "", fmt.Errorf("%s: not a database file (it is empty)", path)
+	}
+	return "", fmt.Errorf("%s: not a database file of a known format (this tool reads rivet and bbolt files)", path)
+}
+
+// lockWait is how long a command waits for a file locked by another
+// process before giving up; commands may offer --timeout to change it.
+var lockWait = 5 * time.Second
+
+// lockProbe is how long the first, silent attempt to lock waits: long
+// enough for a lock that is being released, short enough that a user does
+// not stare at a silent terminal.
+const lockProbe = 200 * time.Millisecond
+
+// openLocked opens path with open (which takes the file lock within the
+// timeout it is given); when the lock is held by another process, it says
+// so on w, names the holder where the OS can tell, and keeps waiting up to
+// lockWait. The returned error names the holder too.
+func openLocked[D any](path string, w io.Writer, readOnly bool, open func(timeout time.Duration) (D, error)) (D, error) {
+	db, err := open(lockProbe)
+	if !errors.Is(err, rerrors.ErrTimeout) && !errors.Is(err, bolt.ErrTimeout) {
+		return db, err
+	}
+	holder := lockHolder(path)
+	how := "open it for writing"
+	if !readOnly {
+		how = "open it"
+	}
+	fmt.Fprintf(w, "rivet: waiting up to %s for %s: another process%s holds its lock (Ctrl-C to stop)\n", lockWait, path, holder)
+	db, err = open(lockWait)
+	if errors.Is(err, rerrors.ErrTimeout) || errors.Is(err, bolt.ErrTimeout) {
+		var zero D
+		return zero, fmt.Errorf("%s is locked by another process%s: cannot %s until it closes the file (waited %s)", path, holder, how, lockWait+lockProbe)
+	}
+	return db, err
+}
+
+// lockHolder names the process holding a lock on path, as " (pid N, name)",
+// where the OS can tell (Linux's /proc/locks); "" elsewhere.
+func lockHolder(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	f, err := os.Open("/proc/locks")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	want := ":" + strconv.FormatUint(uint64(st.Ino), 10)
+	self := os.Getpid()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; a blocked
+		// waiter's line has "->" after the number.
+		fields := strings.Fields(strings.Replace(sc.Text(), "->", "", 1))
+		if len(fields) < 6 || !strings.HasSuffix(fields[5], want) {
+			continue
+		}
+		pid, err := strconv.Atoi(fields[4])
+		if err != nil || pid == self || pid <= 0 {
+			continue
+		}
+		name, _ := os.ReadFile("/proc/" + fields[4] + "/comm")
+		if n := strings.TrimSpace(string(name)); n != "" {
+			return fmt.Sprintf(" (pid %d, %s)", pid, n)
+		}
+		return fmt.Sprintf(" (pid %d)", pid)
+	}
+	return ""
+}
+
+// openRivetReadOnly opens a rivet file read-only for a command that only
+// reads, waiting for (and reporting) a writer's lock.
+func openRivetReadOnly(path string, w io.Writer) (*rivet.DB, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	return openLocked(path, w, true, func(timeout time.Duration) (*rivet.DB, error) {
+		return rivet.Open(path, 0o400, &rivet.Options{ReadOnly: true, Timeout: timeout})
+	})
+}
+
+// openBboltReadOnly opens a bbolt file read-only, waiting for (and
+// reporting) a writer's lock. bbolt panics on some damaged files instead
+// of returning an error; that panic is returned as damage.
+func openBboltReadOnly(path string, w io.Writer) (db *bolt.DB, err error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	return openLocked(path, w, true, func(timeout time.Duration) (db *bolt.DB, err error) {
+		defer recoverDamage(path, &err)
+		return bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	})
+}
+
+// errDamaged is what a panic inside bbolt's code becomes: bbolt asserts
+// instead of returning errors on many damaged files.
+var errDamaged = errors.New("damaged file")
+
+// recoverDamage turns a panic raised while reading path (inside bbolt, on a
+// damaged file) into an error wrapping errDamaged, so no command prints a
+// stack trace. Use as: defer recoverDamage(path, &err).
+func recoverDamage(path string, err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%s: %w: bbolt gave up reading it: %v", path, errDamaged, r)
+	}
+}
