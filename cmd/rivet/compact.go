@@ -32,9 +32,14 @@ is cut. On a terminal, a progress line shows the bytes rewritten so far
 				return err
 			}
 			before := fi.Size()
+			if format, err := detectFormat(path); err != nil {
+				return err
+			} else if format != formatRivet {
+				return fmt.Errorf("%s is a %s file: rivet compact works in place on rivet files (convert with rivet import)", path, format)
+			}
 			db, err := rivet.Open(path, 0o600, &rivet.Options{Timeout: time.Second})
 			if errors.Is(err, rerrors.ErrTimeout) {
-				return fmt.Errorf("%s is open in another process: stop it first, or call DB.Compact from that process", path)
+				return fmt.Errorf("%s is open in another process%s: stop it first, or call DB.Compact from that process", path, lockHolder(path))
 			}
 			if err != nil {
 				return err

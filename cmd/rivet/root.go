@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -60,6 +61,8 @@ an I/O error), 2 when the command line was wrong.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.PersistentFlags().DurationVar(&lockWait, "lock-timeout", 5*time.Second,
+		"how long to wait for a file another process has locked before giving up")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newBenchCmd(), newStatsCmd(), newCheckCmd(), newCompactCmd(), newVersionCmd())
 	for _, newCmd := range registered {

@@ -82,7 +82,7 @@ func detectFormat(path string) (string, error) {
 }
 
 // lockWait is how long a command waits for a file locked by another
-// process before giving up; commands may offer --timeout to change it.
+// process before giving up (--lock-timeout).
 var lockWait = 5 * time.Second
 
 // lockProbe is how long the first, silent attempt to lock waits: long
