@@ -9,4 +9,3 @@ require (
 
 require golang.org/x/sys v0.49.0 // indirect
 
-replace github.com/rivetkv/rivet => ../

@@ -36,7 +36,7 @@ for mod in . bench cmd/rivet; do
   (cd "${mod}" && go vet ./... && staticcheck ./...)
 done
 step "vet + staticcheck: compat/bboltsuite (its own code; the suite is bbolt's)"
-(cd compat/bboltsuite && go vet ./shim/... ./prune && staticcheck ./shim/... ./prune)
+(cd compat/bboltsuite && export GOWORK=off && go vet ./shim/... ./prune && staticcheck ./shim/... ./prune)
 
 step "cross-compile the library (darwin, windows, linux/arm64)"
 for target in darwin/amd64 darwin/arm64 windows/amd64 linux/arm64; do

@@ -19,7 +19,3 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 )
 
-replace (
-	github.com/rivetkv/rivet => ../..
-	github.com/rivetkv/rivet/bench => ../../bench
-)
