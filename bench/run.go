@@ -73,8 +73,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	parent := cfg.Dir
 	if parent != "" {
-		if err := os.MkdirAll(parent, 0o755); err != nil {
-			return nil, err
+		// A mistyped --dir must not be created silently: the run would
+		// measure whatever disk that new path lands on.
+		fi, err := os.Stat(parent)
+		if err != nil {
+			return nil, fmt.Errorf("benchmark directory %s: %w (create it first, on the disk to measure)", parent, err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("benchmark directory %s is not a directory", parent)
 		}
 	}
 	base, err := os.MkdirTemp(parent, "rivet-bench-")
@@ -92,32 +98,72 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Notes = append(rep.Notes, "/proc/self/io is not available: wchar and write_bytes figures are left out")
 	}
 	var agg aggregator
+	var interrupted error
+	finished := 0
+workloads:
 	for _, w := range wls {
+		type done struct {
+			engine string
+			rec    *recorder
+		}
+		var runs []done
 		for run := range cfg.Runs {
 			for i := range engines {
 				e := engines[(i+run)%len(engines)]
 				if err := ctx.Err(); err != nil {
-					return nil, err
+					interrupted = err
+					break workloads
 				}
 				if cfg.Log != nil {
 					fmt.Fprintf(cfg.Log, "%s on %s, run %d/%d\n", w.Name, e.Name(), run+1, cfg.Runs)
 				}
 				rec, err := runOne(ctx, &cfg, w, e, run, base)
+				if err != nil && ctx.Err() != nil {
+					interrupted = ctx.Err()
+					break workloads
+				}
 				if err != nil {
 					return nil, fmt.Errorf("%s on %s, run %d: %w", w.Name, e.Name(), run+1, err)
 				}
-				agg.add(w.Name, e.Name(), rec)
+				runs = append(runs, done{e.Name(), rec})
 			}
 		}
+		for _, d := range runs {
+			agg.add(w.Name, d.engine, d.rec)
+		}
+		finished++
 	}
 	rep.Config = cfg
 	rep.Results = agg.results(cfg.Engines, BaselineEngine)
+	if interrupted != nil {
+		// The workloads that finished every run are kept: an hour of
+		// results is not thrown away by a Ctrl-C during the last one.
+		rep.Config.Workloads = rep.Config.Workloads[:finished]
+		rep.Notes = append(rep.Notes, fmt.Sprintf("interrupted: %d of %d workloads finished; the rest were not run", finished, len(wls)))
+		rep.Elapsed = time.Since(rep.Started)
+		return rep, &InterruptedError{Finished: finished, Total: len(wls), Err: interrupted}
+	}
 	rep.Elapsed = time.Since(rep.Started)
 	if rss, ok := PeakRSS(); ok {
 		rep.PeakRSS = rss
 	}
 	return rep, nil
 }
+
+// InterruptedError is Run's error when its context ended before every
+// workload finished; Run then also returns a report of the workloads that
+// did.
+type InterruptedError struct {
+	Finished, Total int   // workloads finished, and selected
+	Err             error // the context's error
+}
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("interrupted after %d of %d workloads: %v", e.Finished, e.Total, e.Err)
+}
+
+// Unwrap returns the context's error.
+func (e *InterruptedError) Unwrap() error { return e.Err }
 
 // runOne runs workload w once on engine e in a directory of its own, which
 // it removes afterwards: a full run leaves several GiB behind otherwise.

@@ -14,7 +14,7 @@ import (
 // The figures are commit throughput and what a commit writes.
 var batchSlasher = Workload{
 	Name:    "batch-slasher",
-	Summary: "--slasher-keys keys over 4 buckets, then commits of 5000 updates spread over them (Lighthouse slasher)",
+	Summary: "--slasher-keys keys over 4 buckets, then commits of 5000 updates spread over them (the batch shape of a slashing-protection store)",
 	Run:     runBatchSlasher,
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -53,7 +54,7 @@ wchar is what the engine handed to write calls, write_bytes what reached the
 storage layer. Databases are created in a fresh directory inside --dir and
 removed afterwards.
 
-Durability (issue 5): the engines rivet-barrier, rivet-periodic (Periodic
+Durability modes: the engines rivet-barrier, rivet-periodic (Periodic
 1s), rivet-none and bbolt-nosync run only when named (--engines, or
 "--vs modes" for all of them with rivet and bbolt); the workloads that
 compare them are concurrent-durable and mode-latency.`,
@@ -173,13 +174,24 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		}
 	}
 	rep, err := bench.Run(cmd.Context(), cfg)
-	if err != nil {
+	var interrupted *bench.InterruptedError
+	if err != nil && !errors.As(err, &interrupted) {
+		return err
+	}
+	// On Ctrl-C the workloads that finished are still reported, then the
+	// interruption is the command's error (exit 1).
+	if interrupted != nil && interrupted.Finished == 0 {
 		return err
 	}
 	if f.json {
-		return rep.WriteJSON(stdout)
+		err = rep.WriteJSON(stdout)
+	} else {
+		err = rep.WriteTable(stdout)
 	}
-	return rep.WriteTable(stdout)
+	if err == nil && interrupted != nil {
+		err = fmt.Errorf("%w; the results above are those of the finished workloads", interrupted)
+	}
+	return err
 }
 
 // isTerminal reports whether w is a terminal. A bar redrawn with carriage
