@@ -18,7 +18,10 @@ func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the versions of the tool, the rivet library and Go it was built with",
-		Args:  cobra.NoArgs,
+		Long: `Prints the tool's version, the version of the rivet library it was built
+with, the Go version and platform, and the engines "rivet bench" can run.`,
+		Example: `  rivet version`,
+		Args:    cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
 			tool, lib := "(devel)", "(unknown)"
 			if bi, ok := debug.ReadBuildInfo(); ok {
