@@ -1,8 +1,6 @@
 package rivet
 
 import (
-	"time"
-
 	"github.com/rivetkv/rivet/internal/btree"
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/pager"
@@ -127,17 +125,17 @@ func (tx *Tx) Stats() TxStats {
 }
 
 func (tx *Tx) foldTreeStats(s *TxStats) {
-	es := tx.env.Stats
-	s.IncPageCount(es.PageCount)
-	s.IncPageAlloc(es.PageAlloc)
-	s.IncCursorCount(es.CursorCount)
-	s.IncNodeCount(es.NodeCount)
-	s.IncNodeDeref(es.NodeDeref)
-	s.IncRebalance(es.Rebalance)
-	s.IncRebalanceTime(time.Duration(es.RebalanceTime))
-	s.IncSplit(es.Split)
-	s.IncSpill(es.Spill)
-	s.IncSpillTime(time.Duration(es.SpillTime))
+	es := &tx.env.Stats
+	addNonzero(&s.PageCount, es.PageCount)
+	addNonzero(&s.PageAlloc, es.PageAlloc)
+	addNonzero(&s.CursorCount, es.CursorCount)
+	addNonzero(&s.NodeCount, es.NodeCount)
+	addNonzero(&s.NodeDeref, es.NodeDeref)
+	addNonzero(&s.Rebalance, es.Rebalance)
+	addNonzero((*int64)(&s.RebalanceTime), int64(es.RebalanceTime))
+	addNonzero(&s.Split, es.Split)
+	addNonzero(&s.Spill, es.Spill)
+	addNonzero((*int64)(&s.SpillTime), int64(es.SpillTime))
 }
 
 // Bucket returns the top-level bucket name, or nil if it does not exist

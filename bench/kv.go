@@ -12,6 +12,8 @@ import "fmt"
 type cursorAPI interface {
 	Seek(seek []byte) (key, value []byte)
 	Next() (key, value []byte)
+	First() (key, value []byte)
+	Last() (key, value []byte)
 }
 
 // bucketAPI is the part of *bbolt.Bucket the workloads use; B is the
@@ -200,6 +202,56 @@ func (k *kvDB[D, T, B, C]) Scan(bucket []byte, starts [][]byte, n int) (pairs in
 		return nil
 	})
 	return pairs, err
+}
+
+// Short transaction shapes (ShortTxns): what a raft log store does on
+// every append and election, and what a web handler's lookup costs.
+const (
+	ShortEmpty = "empty View"
+	ShortGet   = "View + Get"
+	ShortFirst = "View + cursor First"
+	ShortLast  = "View + cursor Last"
+)
+
+// ShortTxns runs n read transactions of shape on bucket, each looking up
+// key (ShortGet) or positioning a new cursor (ShortFirst, ShortLast). The
+// loop is here, in the adapter both engines share, so that both run the
+// same code around the same calls; one closure serves all n.
+func (k *kvDB[D, T, B, C]) ShortTxns(shape string, bucket, key []byte, n int) error {
+	var fn func(T) error
+	switch shape {
+	case ShortEmpty:
+		fn = func(T) error { return nil }
+	case ShortGet:
+		fn = func(tx T) error {
+			if tx.Bucket(bucket).Get(key) == nil {
+				return fmt.Errorf("key %x not found", key)
+			}
+			return nil
+		}
+	case ShortFirst:
+		fn = func(tx T) error {
+			if k, _ := tx.Bucket(bucket).Cursor().First(); k == nil {
+				return fmt.Errorf("empty bucket")
+			}
+			return nil
+		}
+	case ShortLast:
+		fn = func(tx T) error {
+			if k, _ := tx.Bucket(bucket).Cursor().Last(); k == nil {
+				return fmt.Errorf("empty bucket")
+			}
+			return nil
+		}
+	default:
+		return fmt.Errorf("unknown short transaction shape %q", shape)
+	}
+	for range n {
+		if err := k.db.View(fn); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Counters implements DB.

@@ -23,7 +23,7 @@ type Workload struct {
 // A new workload is a file defining a Workload value plus one line here.
 func Workloads() []Workload {
 	return []Workload{fragmented, durableWrites, bulkLoad, randomReads,
-		openScaling, updateLocality, batchSlasher, memory, concurrentDurable, modeLatency, space, compaction}
+		openScaling, updateLocality, batchSlasher, memory, concurrentDurable, modeLatency, space, compaction, shortTxns}
 }
 
 // WorkloadNames returns the names of Workloads().
