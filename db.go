@@ -231,6 +231,7 @@ func (db *DB) Stats() Stats {
 	s := db.stats
 	ss := db.spaceStats
 	s.OpenTxN = db.openReaders
+	s.Latched = db.latched != nil
 	db.mu.Unlock()
 	if db.pager == nil || db.pageSize == 0 {
 		return s

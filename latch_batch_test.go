@@ -43,6 +43,9 @@ func TestWriteOrFlushFailureLatches(t *testing.T) {
 			if err := put("durable"); err != nil {
 				t.Fatal(err)
 			}
+			if db.Stats().Latched {
+				t.Fatal("Stats.Latched before any fault")
+			}
 			ffs.Arm(tc.fault)
 			err = put("failed")
 			if !errors.Is(err, tc.fault.Err) || !errors.Is(err, rerrors.ErrLatched) {
@@ -54,6 +57,9 @@ func TestWriteOrFlushFailureLatches(t *testing.T) {
 			}
 			if err := db.Sync(); !errors.Is(err, rerrors.ErrLatched) {
 				t.Fatalf("Sync after the fault: %v, want ErrLatched", err)
+			}
+			if !db.Stats().Latched {
+				t.Fatal("Stats.Latched not set while the DB refuses writes")
 			}
 			// Readers still see the last committed state.
 			err = db.View(func(tx *Tx) error {
