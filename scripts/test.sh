@@ -31,7 +31,7 @@ if [ -n "${unformatted}" ]; then
   echo "gofmt would change:"; echo "${unformatted}"; exit 1
 fi
 
-for mod in . bench cmd/rivet; do
+for mod in . bench cmd/rivet contrib/prometheus; do
   step "vet + staticcheck: ${mod}"
   (cd "${mod}" && go vet ./... && staticcheck ./...)
 done
@@ -83,6 +83,9 @@ step "bench module tests (tiny sizes, against bbolt)"
 
 step "cmd/rivet tests"
 (cd cmd/rivet && go test -count=1 ./...)
+
+step "contrib/prometheus tests (the collector, scraped over HTTP and linted)"
+(cd contrib/prometheus && go test -race -count=1 ./...)
 
 step "bbolt v1.5.0's own black-box tests against rivet (compat/bboltsuite; skip list: compat/bboltsuite/skip.txt)"
 if ! ./compat/bboltsuite/run.sh -v >/tmp/rivet-bboltsuite.log 2>&1; then
