@@ -181,7 +181,7 @@ func (db *DB) compareFree(meta *page.Meta, seen []uint64) []error {
 func (db *DB) strictCheck(meta *page.Meta) error {
 	view := db.pager.Acquire()
 	defer view.Release()
-	tx := &Tx{db: db, meta: meta, txid: meta.Txid, view: view}
+	tx := &Tx{txState: &txState{db: db, meta: meta, view: view}, txid: meta.Txid}
 	tx.env = &btree.Env{Data: view.Bytes(), PageSize: db.pageSize, HWM: meta.HWM, Txid: meta.Txid}
 	errs, seen := tx.checkTree()
 	if len(errs) == 0 {

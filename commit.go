@@ -16,11 +16,11 @@ import (
 // the DB (see ErrLatched), and the transaction may or may not survive a
 // crash, but the file stays consistent.
 func (tx *Tx) Commit() error {
-	if tx.managed {
-		panic("managed tx commit not allowed")
-	}
 	if tx.ended() {
 		return ErrTxClosed
+	}
+	if tx.managed {
+		panic("managed tx commit not allowed")
 	}
 	db := tx.db
 	if !tx.writable {

@@ -317,7 +317,7 @@ func reopenPath(tx *Tx, b *Bucket) (*Bucket, error) {
 // an error return (Get, cursor moves, Bucket), or nil. View, Update and
 // Commit return it too.
 func (tx *Tx) Err() error {
-	if tx.env == nil {
+	if tx.txState == nil || tx.env == nil {
 		return nil
 	}
 	return tx.env.Err

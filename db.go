@@ -455,7 +455,7 @@ func (db *DB) Update(fn func(*Tx) error) error {
 		return err
 	}
 	defer func() {
-		if tx.db != nil {
+		if !tx.ended() {
 			tx.rollback()
 		}
 	}()
@@ -478,7 +478,7 @@ func (db *DB) View(fn func(*Tx) error) error {
 		return err
 	}
 	defer func() {
-		if tx.db != nil {
+		if !tx.ended() {
 			tx.rollback()
 		}
 	}()

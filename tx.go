@@ -1,6 +1,8 @@
 package rivet
 
 import (
+	"sync"
+
 	"github.com/rivetkv/rivet/internal/btree"
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/pager"
@@ -19,11 +21,28 @@ type Tx struct {
 	// WriteTo there) and is ignored.
 	WriteFlag int
 
+	// txState is the live transaction. A read transaction's state is
+	// returned to a pool when it ends and this pointer is cleared, so
+	// that a short View allocates little more than this handle.
+	//
+	// Invariant: every exported method of Tx, and of the Buckets and
+	// Cursors a read transaction handed out, checks that the transaction
+	// has not ended before it touches a promoted field: once a read
+	// transaction ended, its state may already serve another one.
+	*txState
+
+	// What stays valid after the transaction ended.
+	txid     uint64  // snapshot txid (read) or the txid being written
+	writable bool    // whether the transaction could change the database
+	size     int64   // Size(): the state's high-water mark in bytes
+	final    TxStats // a read transaction's statistics, kept as it ends
+}
+
+// txState is the part of a transaction that lives only while it runs.
+type txState struct {
 	db       *DB
-	writable bool
 	managed  bool
 	meta     *page.Meta // the snapshot (read) or the state built on (write)
-	txid     uint64     // snapshot txid (read) or the txid being written
 	view     *pager.View
 	env      *btree.Env
 	root     *Bucket
@@ -36,9 +55,15 @@ type Tx struct {
 	// committed or rolled back by Commit.
 	spaceEnded bool
 
-	envStore  btree.Env // tx.env points here
-	rootStore Bucket    // tx.root points here
+	envStore  btree.Env // env points here
+	rootStore Bucket    // root points here
 }
+
+// maxKeptCursorStacks bounds the cursor stacks a recycled read state keeps.
+const maxKeptCursorStacks = 8
+
+// readStates recycles the states of ended read transactions.
+var readStates = sync.Pool{New: func() any { return new(txState) }}
 
 // spaceAllocator gives the trees of a write transaction the DB's allocator
 // and counts the calls, so an unchanged transaction commits without I/O.
@@ -61,15 +86,22 @@ func (a spaceAllocator) Free(id page.ID, n uint64) error {
 }
 
 func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {
-	tx := &Tx{db: db, writable: writable, meta: meta, txid: meta.Txid, view: view}
-	// One allocation for the transaction, its environment and its root
-	// bucket: a short read transaction is mostly this.
-	tx.env = &tx.envStore
-	tx.envStore = btree.Env{
-		Data:     view.Bytes(),
-		PageSize: db.pageSize,
-		HWM:      meta.HWM,
-		Txid:     meta.Txid,
+	var st *txState
+	if writable {
+		st = new(txState)
+	} else {
+		st = readStates.Get().(*txState)
+	}
+	tx := &Tx{txState: st, writable: writable, txid: meta.Txid, size: int64(meta.HWM) * int64(db.pageSize)}
+	st.db, st.meta, st.view = db, meta, view
+	st.env = &st.envStore
+	st.envStore = btree.Env{
+		Data:         view.Bytes(),
+		PageSize:     db.pageSize,
+		HWM:          meta.HWM,
+		Txid:         meta.Txid,
+		CursorStacks: st.envStore.CursorStacks, // kept by recycle
+		LendStacks:   !writable,
 	}
 	if writable {
 		tx.txid = meta.Txid + 1
@@ -81,11 +113,29 @@ func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {
 		tx.env.SparePages, db.sparePages = db.sparePages, nil
 		tx.env.Pool = &db.nodePool
 	}
-	tx.root = &tx.rootStore
-	tx.rootStore = Bucket{tx: tx, FillPercent: DefaultFillPercent, isRoot: true}
-	tx.rootStore.treeStore.Init(tx.env, meta.Root)
-	tx.rootStore.tree = &tx.rootStore.treeStore
+	st.root = &st.rootStore
+	st.rootStore = Bucket{tx: tx, FillPercent: DefaultFillPercent, isRoot: true}
+	st.rootStore.treeStore.Init(tx.env, meta.Root)
+	st.rootStore.tree = &st.rootStore.treeStore
 	return tx
+}
+
+// recycle returns an ended read transaction's state to the pool, after
+// keeping what its handle must still answer (Stats).
+func (tx *Tx) recycle() {
+	st := tx.txState
+	tx.final = st.stats
+	tx.txState = nil
+	// The cursor stacks are free again (this transaction's cursors no
+	// longer move) and go with the state; a transaction that opened many
+	// cursors does not make every later one keep that many.
+	stacks := st.envStore.CursorStacks
+	if len(stacks) > maxKeptCursorStacks {
+		stacks = stacks[:maxKeptCursorStacks]
+	}
+	*st = txState{}
+	st.envStore.CursorStacks = stacks
+	readStates.Put(st)
 }
 
 // ID returns the transaction's id: the txid of the snapshot a read
@@ -96,20 +146,20 @@ func (tx *Tx) ID() int { return int(tx.txid) }
 // or is a zero Tx that never began. Methods of an ended transaction touch
 // nothing of its snapshot, whose memory map may be gone: they return
 // ErrTxClosed, or nil and zero values where bbolt's method has no error.
-func (tx *Tx) ended() bool { return tx == nil || tx.db == nil }
+func (tx *Tx) ended() bool { return tx == nil || tx.txState == nil || tx.db == nil }
 
 // DB returns the database the transaction belongs to (nil once it ended).
-func (tx *Tx) DB() *DB { return tx.db }
+func (tx *Tx) DB() *DB {
+	if tx.ended() {
+		return nil
+	}
+	return tx.db
+}
 
 // Size returns the size in bytes of the database state the transaction
 // sees (what WriteTo writes). It stays valid after the transaction ends; a
 // zero Tx has size 0.
-func (tx *Tx) Size() int64 {
-	if tx.meta == nil || tx.env == nil {
-		return 0
-	}
-	return int64(tx.meta.HWM) * int64(tx.env.PageSize)
-}
+func (tx *Tx) Size() int64 { return tx.size }
 
 // Writable reports whether the transaction can change the database.
 func (tx *Tx) Writable() bool { return tx.writable }
@@ -117,6 +167,9 @@ func (tx *Tx) Writable() bool { return tx.writable }
 // Stats returns the transaction's statistics so far (its final ones once
 // it has ended).
 func (tx *Tx) Stats() TxStats {
+	if tx.txState == nil {
+		return tx.final
+	}
 	s := tx.stats
 	if !tx.ended() {
 		tx.foldTreeStats(&s)
@@ -203,15 +256,33 @@ func (tx *Tx) Cursor() *Cursor {
 	if tx.ended() {
 		return &Cursor{}
 	}
+	if !tx.writable {
+		// The root bucket lives in the pooled state; a cursor, which
+		// the caller may keep past the transaction, gets its own copy
+		// (a read transaction's root tree is never materialised, so
+		// the copy reads exactly what the original would).
+		root := *tx.root
+		root.tree = &root.treeStore
+		return root.Cursor()
+	}
 	return tx.root.Cursor()
 }
 
 // OnCommit registers fn to run after the transaction commits successfully.
-func (tx *Tx) OnCommit(fn func()) { tx.onCommit = append(tx.onCommit, fn) }
+// On an ended transaction it does nothing.
+func (tx *Tx) OnCommit(fn func()) {
+	if tx.ended() {
+		return
+	}
+	tx.onCommit = append(tx.onCommit, fn)
+}
 
 // Rollback ends the transaction, discarding its changes. For a read
 // transaction this is how it ends.
 func (tx *Tx) Rollback() error {
+	if tx.ended() {
+		return ErrTxClosed
+	}
 	if tx.managed {
 		panic("managed tx rollback not allowed")
 	}
@@ -233,5 +304,6 @@ func (tx *Tx) rollback() {
 		db.endRW(tx, false)
 	} else {
 		db.endRO(tx)
+		tx.recycle()
 	}
 }

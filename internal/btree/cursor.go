@@ -57,8 +57,11 @@ type Cursor struct {
 	// leaf's first key going forward, its last going back.
 	edgeDir int8
 	edge    []byte
-	buf     [inlineDepth]elemRef
 }
+
+// CursorStack is the storage of one cursor's path from the root: enough
+// for a tree inlineDepth levels deep (deeper trees grow it on the heap).
+type CursorStack [inlineDepth]elemRef
 
 // Cursor returns a new cursor on the tree.
 func (t *Tree) Cursor() *Cursor {
@@ -72,7 +75,7 @@ func (t *Tree) Cursor() *Cursor {
 func (t *Tree) InitCursor(c *Cursor) {
 	t.env.Stats.CursorCount++
 	c.t = t
-	c.stack = c.buf[:0]
+	c.stack = t.env.cursorStack()
 	c.mods = 0
 	c.key = nil
 	c.track = t.env.Writable()
@@ -85,7 +88,7 @@ func (t *Tree) InitCursor(c *Cursor) {
 func (t *Tree) scratchCursor() *Cursor {
 	if t.scratch == nil {
 		t.scratch = &Cursor{t: t, track: t.env.Writable()}
-		t.scratch.stack = t.scratch.buf[:0]
+		t.scratch.stack = make([]elemRef, 0, inlineDepth)
 	}
 	c := t.scratch
 	c.stack = c.stack[:0]

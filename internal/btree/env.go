@@ -77,6 +77,22 @@ type Env struct {
 	// Err is the first corruption met; sticky.
 	Err error
 
+	// CursorStacks lends the cursors of a read transaction their stacks,
+	// so that a cursor is one small allocation: the transaction's owner
+	// keeps the stacks from one transaction to the next (they are free
+	// again once the transaction that used them ended, since its cursors
+	// no longer move) and resets StacksLent. Write transactions leave it
+	// nil: their cursors allocate their own stacks.
+	//
+	// Invariant: a stack is lent to one cursor per transaction; a cursor
+	// of an ended transaction never touches its stack again (the public
+	// Cursor checks that its transaction is open before every move).
+	CursorStacks []*CursorStack
+	// StacksLent counts the CursorStacks lent in this transaction.
+	StacksLent int
+	// LendStacks enables CursorStacks (read transactions).
+	LendStacks bool
+
 	// Stats counted for TxStats.
 	Stats Stats
 }
@@ -105,6 +121,20 @@ func (e *Env) fail(err error) {
 
 // Writable reports whether the environment belongs to a write transaction.
 func (e *Env) Writable() bool { return e.Alloc != nil }
+
+// cursorStack returns an empty stack for a new cursor: lent from
+// CursorStacks when the transaction lends them, else newly allocated.
+func (e *Env) cursorStack() []elemRef {
+	if !e.LendStacks {
+		return make([]elemRef, 0, inlineDepth)
+	}
+	if e.StacksLent == len(e.CursorStacks) {
+		e.CursorStacks = append(e.CursorStacks, new(CursorStack))
+	}
+	s := e.CursorStacks[e.StacksLent]
+	e.StacksLent++
+	return s[:0]
+}
 
 // readNode returns the validated node ref points to.
 func (e *Env) readNode(ref page.Ref) (page.Node, error) {
