@@ -47,6 +47,9 @@ type Config struct {
 	// afterwards); empty means the OS temp dir. Pick the disk you care about:
 	// fsync costs differ by orders of magnitude between devices.
 	Dir string `json:"dir,omitempty"`
+	// Keep leaves the databases the workloads made in Dir instead of
+	// removing them, for inspecting, converting or picturing afterwards.
+	Keep bool `json:"keep,omitempty"`
 
 	// Progress, when set, is told about long phases (see ProgressFunc).
 	Progress ProgressFunc `json:"-"`

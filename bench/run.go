@@ -87,7 +87,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(base)
+	if !cfg.Keep {
+		defer os.RemoveAll(base)
+	}
 
 	rep := &Report{
 		Started:  time.Now(),
@@ -172,7 +174,9 @@ func runOne(ctx context.Context, cfg *Config, w Workload, e Engine, run int, bas
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	if !cfg.Keep {
+		defer os.RemoveAll(dir)
+	}
 	// Start every run from a collected heap, so one engine's garbage is not
 	// collected on the next engine's clock.
 	runtime.GC()

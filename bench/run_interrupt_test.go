@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -73,5 +74,34 @@ func TestRunRefusesMissingDir(t *testing.T) {
 	cfg.Workloads = []string{"durable-writes"}
 	if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "create it first") {
 		t.Fatalf("Run with a missing dir: %v", err)
+	}
+}
+
+// TestRunKeep: with Keep, the databases a workload made stay in Dir, the
+// ones it discarded mid-run under numbered names.
+func TestRunKeep(t *testing.T) {
+	cfg, err := Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Dir, cfg.Keep = t.TempDir(), true
+	cfg.Engines = []string{RivetEngine}
+	cfg.Workloads = []string{"durable-writes", "space"}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, _ := filepath.Glob(filepath.Join(rep.Host.Dir, "*", "*"))
+	var durable, space int
+	for _, k := range kept {
+		switch {
+		case strings.HasSuffix(k, "durable.db"):
+			durable++
+		case strings.Contains(filepath.Base(k), "space.db."):
+			space++
+		}
+	}
+	if durable != 1 || space < 2 {
+		t.Fatalf("kept %d durable and %d space files: %v", durable, space, kept)
 	}
 }

@@ -84,7 +84,7 @@ func runBulkLoad(ctx context.Context, env *Env) error {
 		env.Scalar(c.name+" file size", UnitBytes, Lower, float64(size))
 		// The files are not needed afterwards; at 10M keys four of them
 		// would take several GiB.
-		if err := removeDB(env.Path(file)); err != nil {
+		if err := env.discardDB(file); err != nil {
 			return err
 		}
 	}

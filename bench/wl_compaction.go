@@ -62,7 +62,7 @@ func runCompaction(ctx context.Context, env *Env) error {
 			return fmt.Errorf("online compaction (%s): %w", shape, err)
 		}
 		for _, f := range []string{name, "compacted.db"} {
-			if err := removeDB(env.Path(f)); err != nil {
+			if err := env.discardDB(f); err != nil {
 				return err
 			}
 		}

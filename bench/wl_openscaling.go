@@ -58,7 +58,7 @@ func runOpenScaling(ctx context.Context, env *Env) error {
 		}
 		// The files of one size are no longer needed; at 4 GiB keeping them
 		// would multiply the disk a full run needs.
-		if err := removeDB(env.Path(name)); err != nil {
+		if err := env.discardDB(name); err != nil {
 			return err
 		}
 	}

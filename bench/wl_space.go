@@ -75,7 +75,7 @@ func runSpace(ctx context.Context, env *Env) error {
 			if err := db.Close(); err != nil {
 				return err
 			}
-			if err := removeDB(env.Path(file)); err != nil {
+			if err := env.discardDB(file); err != nil {
 				return err
 			}
 			continue
@@ -122,7 +122,7 @@ func runSpace(ctx context.Context, env *Env) error {
 		}
 		env.Scalar(s.name+" file size", UnitBytes, Lower, float64(size))
 		env.Scalar(s.name+" load time", UnitDuration, Lower, float64(elapsed))
-		if err := removeDB(env.Path(file)); err != nil {
+		if err := env.discardDB(file); err != nil {
 			return err
 		}
 	}

@@ -182,6 +182,23 @@ func commitLoop(ctx context.Context, env *Env, db DB, n int, maxDur time.Duratio
 	return elapsed, nil
 }
 
+// discardDB removes the database file name, which a workload no longer
+// needs, and the lock file some engines keep next to it (LMDB's "-lock").
+// With Config.Keep it is renamed instead (name.1, name.2, ...), which frees
+// the name for the workload's next use as removal would.
+func (e *Env) discardDB(name string) error {
+	path := e.Path(name)
+	if !e.Config.Keep {
+		return removeDB(path)
+	}
+	for i := 1; ; i++ {
+		kept := fmt.Sprintf("%s.%d", path, i)
+		if _, err := os.Stat(kept); os.IsNotExist(err) {
+			return os.Rename(path, kept)
+		}
+	}
+}
+
 // removeDB removes a database file and the lock file some engines keep
 // next to it (LMDB's "-lock").
 func removeDB(path string) error {

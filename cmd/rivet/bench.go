@@ -32,6 +32,7 @@ type benchFlags struct {
 	openSizes  []string
 	slasher    int
 	dir        string
+	keep       bool
 	json       bool
 	quiet      bool
 }
@@ -81,6 +82,7 @@ compare them are concurrent-durable and mode-latency.`,
 	fl.IntVar(&f.slasher, "slasher-keys", 0, "keys batch-slasher spreads over its 4 buckets (default from preset)")
 	fl.IntVar(&f.runs, "runs", 0, "repetitions; medians are taken over runs (default from preset)")
 	fl.StringVar(&f.dir, "dir", "", "directory on the disk to measure (default the OS temp dir)")
+	fl.BoolVar(&f.keep, "keep", false, "keep the databases the workloads made (in a rivet-bench-* directory inside --dir) instead of removing them")
 	fl.BoolVar(&f.json, "json", false, "print the report as JSON instead of a table")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print no progress to stderr")
 	return cmd
@@ -129,7 +131,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
-	cfg.Engines, cfg.Workloads, cfg.Dir = engineList(f), f.workloads, f.dir
+	cfg.Engines, cfg.Workloads, cfg.Dir, cfg.Keep = engineList(f), f.workloads, f.dir, f.keep
 	fl := cmd.Flags()
 	if fl.Changed("size") {
 		cfg.Size = f.size
@@ -182,6 +184,9 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	// interruption is the command's error (exit 1).
 	if interrupted != nil && interrupted.Finished == 0 {
 		return err
+	}
+	if f.keep {
+		fmt.Fprintf(stderr, "databases kept in %s\n", rep.Host.Dir)
 	}
 	if f.json {
 		err = rep.WriteJSON(stdout)
