@@ -14,6 +14,7 @@ import (
 	rerrors "github.com/rivetkv/rivet/errors"
 	"github.com/spf13/cobra"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // treeStats are one bucket tree's statistics, the same fields for both
@@ -243,8 +244,8 @@ files; never writes to FILE.`,
 func isDamage(err error) bool {
 	return errors.Is(err, rerrors.ErrCorrupt) || errors.Is(err, rerrors.ErrInvalid) ||
 		errors.Is(err, rerrors.ErrVersionMismatch) || errors.Is(err, rerrors.ErrChecksum) ||
-		errors.Is(err, errDamaged) || errors.Is(err, bolt.ErrInvalid) || errors.Is(err, bolt.ErrChecksum) ||
-		errors.Is(err, bolt.ErrVersionMismatch)
+		errors.Is(err, errDamaged) || errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) ||
+		errors.Is(err, berrors.ErrVersionMismatch)
 }
 
 func checkRivet(path string, w io.Writer, report func(error)) error {

@@ -16,6 +16,7 @@ import (
 	rerrors "github.com/rivetkv/rivet/errors"
 	"github.com/rivetkv/rivet/internal/page"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // The file formats the tool reads.
@@ -96,7 +97,7 @@ const lockProbe = 200 * time.Millisecond
 // lockWait. The returned error names the holder too.
 func openLocked[D any](path string, w io.Writer, readOnly bool, open func(timeout time.Duration) (D, error)) (D, error) {
 	db, err := open(lockProbe)
-	if !errors.Is(err, rerrors.ErrTimeout) && !errors.Is(err, bolt.ErrTimeout) {
+	if !errors.Is(err, rerrors.ErrTimeout) && !errors.Is(err, berrors.ErrTimeout) {
 		return db, err
 	}
 	holder := lockHolder(path)
@@ -106,7 +107,7 @@ func openLocked[D any](path string, w io.Writer, readOnly bool, open func(timeou
 	}
 	fmt.Fprintf(w, "rivet: waiting up to %s for %s: another process%s holds its lock (Ctrl-C to stop)\n", lockWait, path, holder)
 	db, err = open(lockWait)
-	if errors.Is(err, rerrors.ErrTimeout) || errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, rerrors.ErrTimeout) || errors.Is(err, berrors.ErrTimeout) {
 		var zero D
 		return zero, fmt.Errorf("%s is locked by another process%s: cannot %s until it closes the file (waited %s)", path, holder, how, lockWait+lockProbe)
 	}
