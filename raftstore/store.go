@@ -86,7 +86,21 @@ type Store struct {
 	// transaction id does not: a commit that changed nothing keeps the
 	// previous id.)
 	seq atomic.Uint64
+
+	// setMu is held by Set for its whole transaction, and by a Get that
+	// fills conf from the file, so a fill never stores a value a Set is
+	// replacing.
+	setMu sync.Mutex
+	// confMu guards conf, the stable store's keys read or written so far:
+	// value, or nil for a key known to be absent. Invariant: an entry
+	// equals the committed value of its key. raft keeps three keys here.
+	confMu sync.RWMutex
+	conf   map[string][]byte
 }
+
+// maxConfCache bounds the cached stable-store keys; past it, Get reads the
+// file (a program using the stable store for its own data).
+const maxConfCache = 1024
 
 // logState is the bounds of the log as of one committed transaction.
 type logState struct {
@@ -122,7 +136,7 @@ func New(options Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, path: options.Path, newTime: options.MsgpackUseNewTimeFormat}
+	s := &Store{db: db, path: options.Path, newTime: options.MsgpackUseNewTimeFormat, conf: map[string][]byte{}}
 	if !ro.ReadOnly {
 		err = db.Update(func(tx *rivet.Tx) error {
 			if _, err := tx.CreateBucketIfNotExists(bucketLogs); err != nil {
@@ -362,6 +376,8 @@ func (s *Store) DeleteRange(lo, hi uint64) error {
 
 // Set stores a stable-store key.
 func (s *Store) Set(key, val []byte) error {
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
 	tx, err := s.db.Begin(true)
 	if err != nil {
 		return err
@@ -374,26 +390,70 @@ func (s *Store) Set(key, val []byte) error {
 	if err := b.Put(key, val); err != nil {
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		// The key's value is unknown now (a failed flush latches the
+		// DB; its last durable state may or may not hold val).
+		s.confMu.Lock()
+		delete(s.conf, string(key))
+		s.confMu.Unlock()
+		return err
+	}
+	// Never nil, which would mean absent: rivet stores a nil value as an
+	// empty one.
+	s.cacheConf(key, append([]byte{}, val...))
+	return nil
+}
+
+// cacheConf records a key's committed value (nil: absent).
+func (s *Store) cacheConf(key, val []byte) {
+	s.confMu.Lock()
+	if _, ok := s.conf[string(key)]; ok || len(s.conf) < maxConfCache {
+		s.conf[string(key)] = val
+	}
+	s.confMu.Unlock()
 }
 
 // Get returns a copy of a stable-store key's value, ErrKeyNotFound if it
 // was never set.
 func (s *Store) Get(key []byte) ([]byte, error) {
+	val, err := s.getConf(key)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(val), nil
+}
+
+// getConf returns a key's value, shared with the cache: not to be changed.
+func (s *Store) getConf(key []byte) ([]byte, error) {
+	if s.state.Load().closed {
+		return nil, rerrors.ErrDatabaseNotOpen
+	}
+	s.confMu.RLock()
+	val, ok := s.conf[string(key)]
+	s.confMu.RUnlock()
+	if ok {
+		if val == nil {
+			return nil, ErrKeyNotFound
+		}
+		return val, nil
+	}
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
 	tx, err := s.db.Begin(false)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback() }()
-	b := tx.Bucket(bucketConf)
-	if b == nil {
-		return nil, ErrKeyNotFound
+	if b := tx.Bucket(bucketConf); b != nil {
+		val = b.Get(key)
 	}
-	val := b.Get(key)
 	if val == nil {
+		s.cacheConf(key, nil)
 		return nil, ErrKeyNotFound
 	}
-	return bytes.Clone(val), nil
+	val = bytes.Clone(val)
+	s.cacheConf(key, val)
+	return val, nil
 }
 
 // SetUint64 stores val as an 8-byte big-endian value.
@@ -406,18 +466,9 @@ func (s *Store) SetUint64(key []byte, val uint64) error {
 // GetUint64 reads a value SetUint64 stored; ErrKeyNotFound if the key was
 // never set.
 func (s *Store) GetUint64(key []byte) (uint64, error) {
-	tx, err := s.db.Begin(false)
+	val, err := s.getConf(key)
 	if err != nil {
 		return 0, err
-	}
-	defer func() { _ = tx.Rollback() }()
-	b := tx.Bucket(bucketConf)
-	if b == nil {
-		return 0, ErrKeyNotFound
-	}
-	val := b.Get(key)
-	if val == nil {
-		return 0, ErrKeyNotFound
 	}
 	if len(val) != 8 {
 		return 0, fmt.Errorf("raftstore: value of %q is %d bytes, not a uint64", key, len(val))
