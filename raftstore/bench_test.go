@@ -113,3 +113,48 @@ func BenchmarkSetUint64(b *testing.B) {
 func BenchmarkGetUint64(b *testing.B) {
 	eachStore(b, func(b *testing.B, s benchStore) { raftbench.GetUint64(b, s) })
 }
+
+// BenchmarkTruncateHead: raft's log compaction after a snapshot. The log
+// holds TrailingLogs (10,240) plus SnapshotThreshold (8,192) entries of
+// 1 KiB; each iteration deletes the oldest 8,192 in one DeleteRange (the
+// entries are appended again, untimed, before the next).
+func BenchmarkTruncateHead(b *testing.B) {
+	eachStore(b, func(b *testing.B, s benchStore) {
+		data := make([]byte, 1024)
+		for i := range data {
+			data[i] = byte(i * 7)
+		}
+		var next uint64 = 1
+		appendN := func(n int) {
+			logs := make([]*raft.Log, 0, 512)
+			for i := 0; i < n; i++ {
+				logs = append(logs, &raft.Log{Index: next, Term: 1, Data: data})
+				next++
+				if len(logs) == cap(logs) {
+					if err := s.StoreLogs(logs); err != nil {
+						b.Fatal(err)
+					}
+					logs = logs[:0]
+				}
+			}
+			if len(logs) > 0 {
+				if err := s.StoreLogs(logs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		appendN(10240)
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			appendN(8192)
+			first, err := s.FirstIndex()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if err := s.DeleteRange(first, first+8191); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -2,10 +2,12 @@ package raftstore
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"reflect"
 	"sync"
@@ -560,5 +562,45 @@ func TestStableStoreCache(t *testing.T) {
 	s = reopen(t, s, Options{})
 	if v, _ := s.GetUint64([]byte("n")); v != onFile {
 		t.Fatalf("after reopen %d, want %d", v, onFile)
+	}
+}
+
+// TestCompact: after most of the log is truncated, Compact gives the
+// file's space back and the store keeps its content.
+func TestCompact(t *testing.T) {
+	s := openTestStore(t, Options{RivetOptions: &rivet.Options{Durability: rivet.None}})
+	var logs []*raft.Log
+	for i := uint64(1); i <= 4000; i++ {
+		l := testLog(i)
+		l.Data = bytes.Repeat([]byte{byte(i)}, 1000)
+		logs = append(logs, l)
+	}
+	if err := s.StoreLogs(logs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRange(1, 3900); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	released, err := s.Compact(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Stat(s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if released <= 0 || after.Size() >= fi.Size()/2 {
+		t.Fatalf("Compact released %d bytes; file %d -> %d bytes", released, fi.Size(), after.Size())
+	}
+	t.Logf("file %d KiB -> %d KiB", fi.Size()/1024, after.Size()/1024)
+	wantBounds(t, s, 3901, 4000)
+	s = reopen(t, s, Options{})
+	wantBounds(t, s, 3901, 4000)
+	for _, l := range logs[3900:] {
+		wantLog(t, s, l)
 	}
 }
