@@ -31,7 +31,7 @@ if [ -n "${unformatted}" ]; then
   echo "gofmt would change:"; echo "${unformatted}"; exit 1
 fi
 
-for mod in . bench cmd/rivet contrib/prometheus; do
+for mod in . bench cmd/rivet contrib/prometheus raftstore; do
   step "vet + staticcheck: ${mod}"
   (cd "${mod}" && go vet ./... && staticcheck ./...)
 done
@@ -86,6 +86,9 @@ step "cmd/rivet tests"
 
 step "contrib/prometheus tests (the collector, scraped over HTTP and linted)"
 (cd contrib/prometheus && go test -race -count=1 ./...)
+
+step "raftstore tests (store contract, 3-node hashicorp/raft cluster, SIGKILL recovery) with the race detector"
+(cd raftstore && go test -race -count=1 ./...)
 
 step "bbolt v1.5.0's own black-box tests against rivet (compat/bboltsuite; skip list: compat/bboltsuite/skip.txt)"
 if ! ./compat/bboltsuite/run.sh -v >/tmp/rivet-bboltsuite.log 2>&1; then
