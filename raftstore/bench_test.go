@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -60,6 +61,34 @@ func BenchmarkLastIndex(b *testing.B) {
 
 func BenchmarkGetLog(b *testing.B) {
 	eachStore(b, func(b *testing.B, s benchStore) { raftbench.GetLog(b, s) })
+}
+
+// BenchmarkGetLogLarge: GetLog of entries spread over a log of raft's
+// usual length (TrailingLogs + SnapshotThreshold = 18,432 entries) of
+// 1 KiB entries with AppendedAt set, as raft's replication reads them.
+func BenchmarkGetLogLarge(b *testing.B) {
+	eachStore(b, func(b *testing.B, s benchStore) {
+		const n = 18432
+		data := make([]byte, 1024)
+		logs := make([]*raft.Log, 0, 512)
+		for i := uint64(1); i <= n; i++ {
+			logs = append(logs, &raft.Log{Index: i, Term: 3, Data: data, AppendedAt: time.Unix(1_700_000_000, int64(i))})
+			if len(logs) == cap(logs) {
+				if err := s.StoreLogs(logs); err != nil {
+					b.Fatal(err)
+				}
+				logs = logs[:0]
+			}
+		}
+		b.ResetTimer()
+		var l raft.Log
+		for i := 0; i < b.N; i++ {
+			idx := 1 + uint64(i)*7919%n
+			if err := s.GetLog(idx, &l); err != nil || l.Index != idx {
+				b.Fatalf("GetLog(%d): %v", idx, err)
+			}
+		}
+	})
 }
 
 // BenchmarkStoreLogs: one StoreLogs call (one durable commit) per
