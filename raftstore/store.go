@@ -68,7 +68,8 @@ type Options struct {
 // writer of its file (rivet holds an exclusive lock on it), so it loads
 // them once at New and updates them after every committed StoreLogs and
 // DeleteRange; FirstIndex and LastIndex, which raft calls on every append
-// and election, do not start a transaction.
+// and election, do not start a transaction. The stable store's keys are
+// kept too, once read or set.
 type Store struct {
 	db      *rivet.DB
 	path    string
