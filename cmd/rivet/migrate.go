@@ -540,6 +540,23 @@ type copier struct {
 	stack   []destBucket // stack[i] is the bucket at path[:i+1]
 	entries int64
 	bar     *bar
+	// lenient (salvage) turns what a damaged source can hold but a rivet
+	// file cannot — a bucket name twice, a key and a bucket of the same
+	// name, an over-long key — into conflicts, listed, instead of errors.
+	lenient   bool
+	conflicts []string
+}
+
+// refusedEntry reports whether err is a destination's refusal of an entry
+// (not a failure of the destination itself).
+func refusedEntry(err error) bool {
+	for _, e := range []error{rerrors.ErrBucketExists, rerrors.ErrIncompatibleValue, rerrors.ErrKeyRequired,
+		rerrors.ErrKeyTooLarge, rerrors.ErrValueTooLarge, rerrors.ErrBucketNameRequired} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *copier) begin() (err error) {
@@ -571,22 +588,54 @@ func (c *copier) apply(e entry) error {
 	c.entries++
 	c.bar.add(1)
 	if e.kind == kindBucket {
-		b, err := c.tx.create(c.top(), e.key, c.fill)
+		b, err := c.createBucket(e.key, e.seq)
 		if err != nil {
-			return fmt.Errorf("creating bucket %s: %w", pathString(append(c.path, e.key)), err)
-		}
-		if e.seq != 0 {
-			if err := b.setSequence(e.seq); err != nil {
-				return err
-			}
+			return err
 		}
 		c.path, c.stack = append(c.path, e.key), append(c.stack, b)
 		return nil
 	}
-	if err := c.top().put(e.key, e.value); err != nil {
+	top := c.top()
+	if top == nil {
+		// Inside a bucket the destination refused (listed already).
+		return nil
+	}
+	if err := top.put(e.key, e.value); err != nil {
+		if c.lenient && refusedEntry(err) {
+			c.conflicts = append(c.conflicts, fmt.Sprintf("bucket %s key %s: not written: %v", pathString(c.path), formatBytes(e.key, fmtAuto), err))
+			return nil
+		}
 		return fmt.Errorf("bucket %s key %s: %w", pathString(c.path), formatBytes(e.key, fmtAuto), err)
 	}
 	return nil
+}
+
+// createBucket creates the bucket name in the current one. A lenient copy
+// merges a name met twice into the bucket made first, and skips (nil) a
+// bucket whose name a key already holds.
+func (c *copier) createBucket(name []byte, seq uint64) (destBucket, error) {
+	parent := c.top()
+	if len(c.path) > 0 && parent == nil {
+		return nil, nil
+	}
+	b, err := c.tx.create(parent, name, c.fill)
+	if err != nil && c.lenient && errors.Is(err, rerrors.ErrBucketExists) {
+		b, err = c.tx.open(parent, name, c.fill)
+	}
+	if err != nil {
+		where := pathString(append(c.path[:len(c.path):len(c.path)], name))
+		if c.lenient && refusedEntry(err) {
+			c.conflicts = append(c.conflicts, fmt.Sprintf("bucket %s: not written, nor anything in it: %v", where, err))
+			return nil, nil
+		}
+		return nil, fmt.Errorf("creating bucket %s: %w", where, err)
+	}
+	if seq != 0 {
+		if err := b.setSequence(seq); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // rotate commits the current transaction, begins the next and reopens the
@@ -603,6 +652,13 @@ func (c *copier) rotate() error {
 	c.size = 0
 	var parent destBucket
 	for i, name := range c.path {
+		if c.stack[i] == nil {
+			// A refused bucket stays refused, and so does all below it.
+			for j := i; j < len(c.stack); j++ {
+				c.stack[j] = nil
+			}
+			break
+		}
 		b, err := c.tx.open(parent, name, c.fill)
 		if err != nil {
 			return fmt.Errorf("reopening bucket %s: %w", pathString(c.path[:i+1]), err)
