@@ -89,6 +89,9 @@ step "contrib/prometheus tests (the collector, scraped over HTTP and linted)"
 
 step "raftstore tests (store contract, 3-node hashicorp/raft cluster, SIGKILL recovery) with the race detector"
 (cd raftstore && go test -race -count=1 ./...)
+step "raftstore: a raft-boltdb v2 file converted with the built rivet tool opens as a raftstore file"
+go build -o /tmp/rivet-ci-bin ./cmd/rivet
+(cd raftstore && RAFTSTORE_RIVET_BIN=/tmp/rivet-ci-bin go test -count=1 -run TestRivetImport -v ./... | grep -E '^(--- |ok|FAIL)')
 
 step "bbolt v1.5.0's own black-box tests against rivet (compat/bboltsuite; skip list: compat/bboltsuite/skip.txt)"
 if ! ./compat/bboltsuite/run.sh -v >/tmp/rivet-bboltsuite.log 2>&1; then
