@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -154,7 +155,7 @@ are opened read-only.`,
 				return err
 			}
 			defer b.Close()
-			res, err := verifyFiles(a, b, progressFor(cmd.ErrOrStderr(), quiet, "verifying", -1))
+			res, err := verifyFiles(cmd.Context(), a, b, progressFor(cmd.ErrOrStderr(), quiet, "verifying", -1))
 			if err != nil {
 				return err
 			}
@@ -231,7 +232,7 @@ func migrate(cmd *cobra.Command, src, dst, want string, f *migrateFlags) (err er
 			return err
 		}
 	}
-	c := &copier{db: dest, limit: int64(f.txSize), fill: f.fill, bar: progressFor(stderr, !showBar, verb+"ing", total)}
+	c := &copier{ctx: cmd.Context(), db: dest, limit: int64(f.txSize), fill: f.fill, bar: progressFor(stderr, !showBar, verb+"ing", total)}
 	err = source.View(func(root bucketView) error {
 		if err := c.begin(); err != nil {
 			return err
@@ -248,16 +249,20 @@ func migrate(cmd *cobra.Command, src, dst, want string, f *migrateFlags) (err er
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("%s %s into %s: %w", verb, src, dst, err)
+		return fmt.Errorf("%s %s into %s: %w (the partial copy was removed)", verb, src, dst, err)
 	}
 	copied := time.Since(start)
 
+	verifyStart := time.Now()
 	copyView, err := openView(tmp, stderr)
 	if err != nil {
 		return fmt.Errorf("reopening the copy: %w", err)
 	}
-	res, err := verifyFiles(source, copyView, progressFor(stderr, !showBar, "verifying", c.entries))
+	res, err := verifyFiles(cmd.Context(), source, copyView, progressFor(stderr, !showBar, "verifying", c.entries))
 	copyView.Close()
+	if err != nil && cmd.Context() != nil && cmd.Context().Err() != nil {
+		return fmt.Errorf("%s %s into %s: %w (the partial copy was removed)", verb, src, dst, err)
+	}
 	if err != nil {
 		return fmt.Errorf("%s %s into %s: the copy does not match its source (removed): %w", verb, src, dst, err)
 	}
@@ -265,9 +270,9 @@ func migrate(cmd *cobra.Command, src, dst, want string, f *migrateFlags) (err er
 		return err
 	}
 	past := verb + "ed"
-	fmt.Fprintf(stdout, "%s %s keys in %s buckets (%s) in %s; verified: digest %s on both sides\n",
+	fmt.Fprintf(stdout, "%s %s keys in %s buckets (%s) in %s; verified in %s: digest %s on both sides\n",
 		past, groupDigits(res.a.keys), groupDigits(res.a.buckets), sizeString(res.a.bytes),
-		seconds(copied), res.a.digest()[:16])
+		seconds(copied), seconds(time.Since(verifyStart)), res.a.digest()[:16])
 	fmt.Fprintf(stdout, "%s: %s\n%s: %s\n", src, res.a.summary(), dst, res.b.summary())
 	return nil
 }
@@ -455,14 +460,20 @@ type verifyResult struct{ a, b *streamDigest }
 // verifyFiles walks a and b, one read transaction each, comparing their
 // canonical streams entry by entry. It fails at the first difference,
 // naming its bucket path and key.
-func verifyFiles(a, b fileView, bar *bar) (verifyResult, error) {
+func verifyFiles(ctx context.Context, a, b fileView, bar *bar) (verifyResult, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	defer bar.finish()
 	res := verifyResult{newStreamDigest(), newStreamDigest()}
 	nextA, stopA := iter.Pull2(entries(a))
 	defer stopA()
 	nextB, stopB := iter.Pull2(entries(b))
 	defer stopB()
-	for {
+	for n := 0; ; n++ {
+		if n%1024 == 0 && ctx.Err() != nil {
+			return res, fmt.Errorf("interrupted: %w", ctx.Err())
+		}
 		ea, errA, okA := nextA()
 		eb, errB, okB := nextB()
 		if errA != nil {
@@ -545,6 +556,9 @@ type copier struct {
 	// name, an over-long key — into conflicts, listed, instead of errors.
 	lenient   bool
 	conflicts []string
+	// ctx, when cancelled (Ctrl-C), stops the copy; the caller then
+	// removes the partial file.
+	ctx context.Context
 }
 
 // refusedEntry reports whether err is a destination's refusal of an entry
@@ -577,6 +591,9 @@ func (c *copier) apply(e entry) error {
 	if e.kind == kindEnd {
 		c.path, c.stack = c.path[:len(c.path)-1], c.stack[:len(c.stack)-1]
 		return nil
+	}
+	if c.ctx != nil && c.entries%1024 == 0 && c.ctx.Err() != nil {
+		return fmt.Errorf("interrupted: %w", c.ctx.Err())
 	}
 	n := int64(len(e.key) + len(e.value))
 	if c.size > 0 && c.size+n > c.limit {

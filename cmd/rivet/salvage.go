@@ -101,7 +101,7 @@ func runSalvage(cmd *cobra.Command, bad, dst string, f *salvageFlags) (err error
 		return err
 	}
 	start := time.Now()
-	c := &copier{db: dest, limit: f.txSize, fill: 1.0, lenient: true, bar: progressFor(stderr, f.quiet, "salvaging", -1)}
+	c := &copier{ctx: cmd.Context(), db: dest, limit: f.txSize, fill: 1.0, lenient: true, bar: progressFor(stderr, f.quiet, "salvaging", -1)}
 	sv := &salvageSink{c: c}
 	var rep *rivet.SalvageReport
 	if err = c.begin(); err == nil {
