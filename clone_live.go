@@ -140,10 +140,17 @@ func cloneLive(src, dst string, opts *CloneOptions) (*CloneResult, error) {
 // recoverClone opens a clone of a live file once for writing: recovery
 // picks the newest complete sync point in it (a clone taken while the
 // writer works is a crash image), and Close leaves a clean meta, so later
-// opens of the clone verify nothing.
+// opens of the clone verify nothing. A read-only open then reads the txid
+// the clone holds now (the clean meta's).
 func recoverClone(path string, res *CloneResult) error {
 	db, err := Open(path, 0, &Options{Timeout: time.Second})
 	if err != nil {
+		return err
+	}
+	if err := db.Close(); err != nil {
+		return err
+	}
+	if db, err = Open(path, 0, &Options{ReadOnly: true, Timeout: time.Second}); err != nil {
 		return err
 	}
 	err = db.View(func(tx *Tx) error {
