@@ -196,6 +196,8 @@ func txCalls(e endedTx, other *Bucket) []apiCall {
 			}
 			return nil, nil
 		}, nil},
+		{"Page", func() (any, error) { return tx.Page(2) }, rerrors.ErrTxClosed},
+		{"WalkPages", func() (any, error) { return nil, tx.WalkPages(func(PageUse) error { return nil }) }, rerrors.ErrTxClosed},
 		{"DB", func() (any, error) { return tx.DB(), nil }, nil},
 		{"Err", func() (any, error) { return nil, tx.Err() }, nil},
 	}
