@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/rivetkv/rivet"
+	"github.com/rivetkv/rivet/internal/page"
 	"github.com/spf13/cobra"
 )
 
@@ -70,7 +71,7 @@ type pageMap struct {
 	colors      []string
 	names       []string
 	order       []int  // top-level buckets, largest first
-	tailStart   uint64 // the first page of the free tail: after the last page in use
+	tailStart   uint64 // the first page of the free tail: after the last page of data (or page.MinPages)
 	problems    int
 
 	// the cell being filled, and its page counts per category
@@ -85,8 +86,10 @@ func newPageMap(s *pageScan) *pageMap {
 		scan: s, filePages: fp, perCell: per,
 		cells:    make([]int32, 0, (fp+per-1)/per),
 		catPages: make([]int64, catBuckets),
-		byName:   map[string]int32{},
-		counts:   map[int32]uint64{},
+		// The metas and region 0's map slots stay in any file.
+		tailStart: min(page.MinPages, fp),
+		byName:    map[string]int32{},
+		counts:    map[int32]uint64{},
 	}
 }
 
@@ -121,7 +124,10 @@ func (m *pageMap) category(u rivet.PageUse) int32 {
 // add records pages [from, from+n) as category c. Calls come in page order.
 func (m *pageMap) add(from, n uint64, c int32) {
 	m.catPages[c] += int64(n)
-	if c != catFree && c != catSlack {
+	// Metas and region 0's map slots come first anyway; the map slots of
+	// a later region go with it when a shrink drops the region, so they
+	// do not hold the tail back.
+	if c != catFree && c != catSlack && c != catMeta {
 		m.tailStart = from + n
 	}
 	for n > 0 {
@@ -244,7 +250,12 @@ func (m *pageMap) totals() mapTotals {
 		TailFrom:   m.tailStart,
 	}
 	t.TailBytes = max(0, m.scan.fileSize-int64(m.tailStart)*ps)
-	t.FreePct = fmt.Sprintf("%.0f%%", 100*float64(m.catPages[catFree]+m.catPages[catSlack])/float64(max(1, m.filePages)))
+	free := m.catPages[catFree] + m.catPages[catSlack]
+	pct := 100 * float64(free) / float64(max(1, m.filePages))
+	t.FreePct = fmt.Sprintf("%.0f%%", pct)
+	if t.FreePct == "100%" && uint64(free) < m.filePages {
+		t.FreePct = fmt.Sprintf("%.1f%%", min(pct, 99.9)) // not all: say so
+	}
 	return t
 }
 

@@ -145,7 +145,7 @@ func useText(u rivet.PageUse, s *pageScan) string {
 		r := uint64(u.ID) / page.RegionPages(s.pageSize)
 		fmt.Fprintf(&b, "region %d map", r)
 		if u.Current {
-			fmt.Fprintf(&b, ", current (the page lists %d free; the meta's delta may change that)", u.Count)
+			fmt.Fprintf(&b, ", current; the page lists %d free", u.Count)
 		} else if u.Checksum == rivet.ChecksumNotStored {
 			b.WriteString(", other slot (never written)")
 		} else {

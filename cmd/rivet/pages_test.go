@@ -498,4 +498,18 @@ func TestMapBounded(t *testing.T) {
 		t.Errorf("tail from %d, %d tail rectangles", m.tailStart, d.Tail)
 	}
 	t.Logf("SVG of %d cells: %d bytes", d.Cells, b.Len())
+
+	// The map slots of a later region whose data pages are all free do
+	// not hold the tail back: a shrink drops the region with them.
+	s2 := &pageScan{path: "two.db", fileSize: 40000 * 4096, pageSize: 4096, hwm: 40000}
+	m2 := newPageMap(s2)
+	m2.add(0, 4, catMeta)
+	m2.add(4, 96, m2.category(rivet.PageUse{Kind: rivet.PageLeaf, Bucket: [][]byte{[]byte("x")}}))
+	m2.add(100, 32512-100, catFree)
+	m2.add(32512, 2, catMeta)
+	m2.add(32514, 40000-32514, catFree)
+	m2.finish()
+	if tot := m2.totals(); m2.tailStart != 100 || tot.TailBytes != (40000-100)*4096 {
+		t.Errorf("tail from page %d (%d bytes), want from page 100", m2.tailStart, tot.TailBytes)
+	}
 }
