@@ -84,11 +84,12 @@ type CloneResult struct {
 // clone of the file: Clone takes the writer lock, so no commit runs, makes
 // the newest committed state durable with nothing of a sync point in flight
 // (one flush, unless it already is), clones the file and releases the
-// lock. That takes time independent of the file's size (about a
-// millisecond, docs/design.md §3.5), writes no data, and the new file
-// shares its blocks with the database until either changes them. The
-// clone is the database file byte for byte: same length, same free pages,
-// both metas.
+// lock. That takes milliseconds, not time in proportion to the data (the
+// file system copies extent references: 1-6 ms for 71 and 528 MiB files
+// on btrfs, docs/design.md §3.5), writes no data, and the new file shares
+// its blocks with the database until either changes them. The clone is
+// the database file byte for byte: same length, same free pages, both
+// metas.
 //
 // Otherwise — another file system, another platform (Windows), a copy
 // asked for — Clone writes the state a read transaction sees, as

@@ -104,7 +104,7 @@ func sharedBytes(t *testing.T, path string) (shared, mapped int64) {
 }
 
 // fillTo grows db with padding values until its state is about size
-// bytes, in commits of 8 MiB.
+// bytes, in commits of about 2 MiB.
 func fillTo(t *testing.T, db *DB, size int64) {
 	t.Helper()
 	val := make([]byte, 1000)
@@ -115,7 +115,7 @@ func fillTo(t *testing.T, db *DB, size int64) {
 			if err != nil {
 				return err
 			}
-			for range 8000 {
+			for range 2000 {
 				binary.BigEndian.PutUint64(val, uint64(i))
 				if err := b.Put([]byte(fmt.Sprintf("pad%09d", i)), val); err != nil {
 					return err

@@ -84,8 +84,8 @@ func newCloneCmd() *cobra.Command {
 		Long: `Makes DST a consistent copy of the rivet file SRC as rivet backup does, but
 where the file system can clone files (btrfs, XFS with reflink, bcachefs:
 the FICLONE ioctl on Linux; APFS: clonefile on macOS) DST is a
-copy-on-write clone of SRC: it takes about a millisecond whatever the
-size, copies no data, and shares SRC's blocks until either file changes
+copy-on-write clone of SRC: it takes milliseconds however large SRC is,
+copies no data, and shares SRC's blocks until either file changes
 them. Elsewhere (ext4, tmpfs, another file system than SRC's, Windows) it
 falls back to the copy rivet backup makes. The last line says which it
 did, and why it could not clone.
