@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rivetkv/rivet"
@@ -112,45 +108,6 @@ func openLocked[D any](path string, w io.Writer, readOnly bool, open func(timeou
 		return zero, fmt.Errorf("%s is locked by another process%s: cannot %s until it closes the file (waited %s)", path, holder, how, lockWait+lockProbe)
 	}
 	return db, err
-}
-
-// lockHolder names the process holding a lock on path, as " (pid N, name)",
-// where the OS can tell (Linux's /proc/locks); "" elsewhere.
-func lockHolder(path string) string {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return ""
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return ""
-	}
-	f, err := os.Open("/proc/locks")
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	want := ":" + strconv.FormatUint(uint64(st.Ino), 10)
-	self := os.Getpid()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; a blocked
-		// waiter's line has "->" after the number.
-		fields := strings.Fields(strings.Replace(sc.Text(), "->", "", 1))
-		if len(fields) < 6 || !strings.HasSuffix(fields[5], want) {
-			continue
-		}
-		pid, err := strconv.Atoi(fields[4])
-		if err != nil || pid == self || pid <= 0 {
-			continue
-		}
-		name, _ := os.ReadFile("/proc/" + fields[4] + "/comm")
-		if n := strings.TrimSpace(string(name)); n != "" {
-			return fmt.Sprintf(" (pid %d, %s)", pid, n)
-		}
-		return fmt.Sprintf(" (pid %d)", pid)
-	}
-	return ""
 }
 
 // openRivetReadOnly opens a rivet file read-only for a command that only
