@@ -507,30 +507,8 @@ func (c *liveCopy) finish(m *page.Meta) (bool, error) {
 	}
 	defer mp.Close()
 	data := mp.Bytes()
-	live := make([]uint64, (hwm+63)/64)
-	w := btree.Walker{
-		Fetch: func(id page.ID, n uint64) ([]byte, error) {
-			end := (id + n) * uint64(ps)
-			if id+n > hwm || end > uint64(len(data)) {
-				return nil, page.Corruptf(id, "run of %d pages beyond the file", n)
-			}
-			return data[id*uint64(ps) : end], nil
-		},
-		PageSize:        ps,
-		HWM:             hwm,
-		All:             true,
-		VerifyChecksums: true,
-		Visit: func(id page.ID, n uint64, _ page.Type) error {
-			for p := id; p < id+n; p++ {
-				if live[p/64]&(1<<(p%64)) != 0 {
-					return page.Corruptf(p, "page reachable twice")
-				}
-				live[p/64] |= 1 << (p % 64)
-			}
-			return nil
-		},
-	}
-	if err := w.Walk(m.Root); err != nil {
+	live, err := livePages(data, ps, hwm, m.Root)
+	if err != nil {
 		return false, nil
 	}
 	img, err := standaloneImage(ps, m, live)

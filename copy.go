@@ -57,14 +57,11 @@ type copyImage struct {
 }
 
 // copyImage walks the transaction's state and builds its image.
-func (tx *Tx) copyImage() (*copyImage, error) {
-	if tx.ended() {
-		return nil, ErrTxClosed
-	}
-	ps := tx.env.PageSize
-	snap := tx.meta
-	hwm := snap.HWM
-	data := tx.env.Data
+// livePages walks the tree rooted at root in data (the file's bytes from
+// offset 0), verifying every run against its parent's checksum, and returns
+// the bitmap of the pages it reaches. A run past hwm or the data, or a page
+// reached twice, is corruption.
+func livePages(data []byte, ps int, hwm uint64, root page.Ref) ([]uint64, error) {
 	live := make([]uint64, (hwm+63)/64)
 	walker := btree.Walker{
 		Fetch: func(id page.ID, n uint64) ([]byte, error) {
@@ -88,7 +85,22 @@ func (tx *Tx) copyImage() (*copyImage, error) {
 			return nil
 		},
 	}
-	if err := walker.Walk(snap.Root); err != nil {
+	if err := walker.Walk(root); err != nil {
+		return nil, err
+	}
+	return live, nil
+}
+
+func (tx *Tx) copyImage() (*copyImage, error) {
+	if tx.ended() {
+		return nil, ErrTxClosed
+	}
+	ps := tx.env.PageSize
+	snap := tx.meta
+	hwm := snap.HWM
+	data := tx.env.Data
+	live, err := livePages(data, ps, hwm, snap.Root)
+	if err != nil {
 		return nil, err
 	}
 	space, err := spacemap.NewStandalone(ps, hwm, snap.Txid, live)
