@@ -74,6 +74,8 @@ type DB struct {
 	mu      sync.Mutex
 	cur     *page.Meta     // the newest published (committed) state
 	readers map[uint64]int // snapshot txid -> open read transactions
+	// snapshotBuf is beginRW's scratch list of snapshots (writer lock).
+	snapshotBuf []uint64
 	// readerHWM holds the HWM of each snapshot in readers: the file is
 	// never cut below it (a page past the end faults a reader that reads
 	// it; docs/design.md §4.1).
@@ -329,6 +331,13 @@ func (db *DB) beginRW() (*Tx, error) {
 	// the older state, saw its pages reused (a 1 GiB bench run read a leaf
 	// that the next transaction had overwritten).
 	oldest := min(db.oldestReader(), db.cur.Txid)
+	// The same bound for young frees (spacemap.ReleaseYoung): every open
+	// snapshot, and db.cur for the readers that begin later.
+	snaps := append(db.snapshotBuf[:0], db.cur.Txid)
+	for txid := range db.readers {
+		snaps = append(snaps, txid)
+	}
+	db.snapshotBuf = snaps
 	latched := db.latched
 	db.mu.Unlock()
 	if latched != nil {
@@ -345,6 +354,7 @@ func (db *DB) beginRW() (*Tx, error) {
 	tx := newTx(db, db.head, view, true)
 	db.spaceMu.Lock()
 	db.space.Release(steady, oldest)
+	db.space.ReleaseYoung(snaps)
 	db.space.Begin(tx.txid)
 	db.spaceMu.Unlock()
 	return tx, nil

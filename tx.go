@@ -77,12 +77,12 @@ func (a spaceAllocator) Allocate(n uint64) (page.ID, error) {
 	return db.space.Allocate(n)
 }
 
-func (a spaceAllocator) Free(id page.ID, n uint64) error {
+func (a spaceAllocator) Free(id page.ID, n, born uint64) error {
 	a.tx.spaceOps++
 	db := a.tx.db
 	db.spaceMu.Lock()
 	defer db.spaceMu.Unlock()
-	return db.space.Free(id, n)
+	return db.space.FreeBorn(id, n, born)
 }
 
 func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {

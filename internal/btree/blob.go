@@ -128,7 +128,7 @@ func (t *Tree) freeBlob(raw []byte) error {
 		return err
 	}
 	return t.extents(ref, func(x page.ExtentRef, _ page.BlobExtent) error {
-		return t.env.Alloc.Free(x.ID, uint64(x.Pages))
+		return t.env.Alloc.Free(x.ID, uint64(x.Pages), x.Txid)
 	})
 }
 
@@ -233,5 +233,5 @@ func (t *Tree) freeAll(ref page.Ref, depth, nest int) error {
 			}
 		}
 	}
-	return t.env.Alloc.Free(ref.ID, p.Header().Pages())
+	return t.env.Alloc.Free(ref.ID, p.Header().Pages(), ref.Txid)
 }

@@ -32,8 +32,9 @@ const MaxNesting = 64
 type Allocator interface {
 	// Allocate returns the first page of a free run of n contiguous pages.
 	Allocate(n uint64) (page.ID, error)
-	// Free releases a run that the transaction's snapshot references.
-	Free(id page.ID, n uint64) error
+	// Free releases a run that the transaction's snapshot references; born
+	// is the txid that wrote it (the txid its reference records).
+	Free(id page.ID, n, born uint64) error
 }
 
 // Run is a run of pages to write: len(Data) is a multiple of the page size.

@@ -37,7 +37,7 @@ func (a *bumpAlloc) Allocate(n uint64) (page.ID, error) {
 	return id, nil
 }
 
-func (a *bumpAlloc) Free(id page.ID, n uint64) error {
+func (a *bumpAlloc) Free(id page.ID, n, _ uint64) error {
 	a.frees++
 	return nil
 }

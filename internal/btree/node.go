@@ -229,9 +229,9 @@ func (n *node) free() error {
 	if n.orig.ID == 0 {
 		return nil
 	}
-	id, pages := n.orig.ID, n.origPages
+	id, pages, born := n.orig.ID, n.origPages, n.orig.Txid
 	n.orig = page.Ref{}
-	return n.tree.env.Alloc.Free(id, pages)
+	return n.tree.env.Alloc.Free(id, pages, born)
 }
 
 // siblingSize returns the encoded size of the sibling rebalance would merge

@@ -173,8 +173,20 @@ func (m *Map) check() error {
 	// Pending runs: ascending txids, free but not allocatable, disjoint.
 	var pend uint64
 	seen := make(map[uint64][]uint64)
-	for i, b := range m.pending {
-		if i > 0 && b.txid <= m.pending[i-1].txid {
+	// Young batches are checked as pending ones too, and against each other
+	// and the others for overlap.
+	all := slices.Clone(m.pending)
+	for i, y := range m.young {
+		if y.born == 0 || y.born > y.txid {
+			return fmt.Errorf("young batch %d written at txn %d", y.txid, y.born)
+		}
+		if i > 0 && y.txid <= m.young[i-1].txid {
+			return fmt.Errorf("young batches out of order: %d after %d", y.txid, m.young[i-1].txid)
+		}
+		all = append(all, batch{txid: y.txid, runs: y.runs, pages: y.pages})
+	}
+	for i, b := range all {
+		if i > 0 && i < len(m.pending) && b.txid <= m.pending[i-1].txid {
 			return fmt.Errorf("pending batches out of order: %d after %d", b.txid, m.pending[i-1].txid)
 		}
 		var bp uint64

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -26,7 +27,7 @@ const (
 	pgLive     uint8 = iota // owned by a live run
 	pgReserved              // a meta or a map slot
 	pgAlloc                 // free and allocatable
-	pgPending               // free, waiting for Release (pendTx says since when)
+	pgPending               // free, waiting for Release (pendTx says since when; pendBorn != 0: young, for ReleaseYoung)
 	pgTxFreed               // live, freed by the open transaction
 )
 
@@ -38,7 +39,17 @@ type model struct {
 	hwm    uint64
 	st     []uint8
 	pendTx []uint64
-	live   map[page.ID]uint64
+	// pendBorn is, for a young pending page (FreeBorn), the txid that wrote
+	// it; 0 for the others.
+	pendBorn []uint64
+	// prepared is the txid of the newest sync point begun (or the opened
+	// state's): pages written later are young when freed.
+	prepared uint64
+	live     map[page.ID]uint64
+	// born is the txid each live run was allocated by (0: unknown), and
+	// txBorn the born txid the open transaction passed when freeing a page.
+	born   map[page.ID]uint64
+	txBorn map[uint64]uint64
 	// ids lists the keys of live in an order that depends only on the
 	// operations (map iteration order would make a seed irreproducible);
 	// pos indexes it.
@@ -56,7 +67,7 @@ func (md *model) set(p uint64, s uint8) {
 }
 
 func newModel(ps int) *model {
-	md := &model{r: page.RegionPages(ps), ps: ps, live: make(map[page.ID]uint64), pos: make(map[page.ID]int)}
+	md := &model{r: page.RegionPages(ps), ps: ps, live: make(map[page.ID]uint64), pos: make(map[page.ID]int), born: make(map[page.ID]uint64), txBorn: make(map[uint64]uint64)}
 	md.grow(page.RegionFirstData(ps, 0))
 	for p := range md.st {
 		md.set(uint64(p), pgReserved)
@@ -68,6 +79,9 @@ func (md *model) clone() *model {
 	c := *md
 	c.st = slices.Clone(md.st)
 	c.pendTx = slices.Clone(md.pendTx)
+	c.pendBorn = slices.Clone(md.pendBorn)
+	c.born = maps.Clone(md.born)
+	c.txBorn = maps.Clone(md.txBorn)
 	c.live = make(map[page.ID]uint64, len(md.live))
 	for k, v := range md.live {
 		c.live[k] = v
@@ -86,6 +100,7 @@ func (md *model) grow(end uint64) {
 		md.st = append(md.st, pgLive)
 		md.n[pgLive]++
 		md.pendTx = append(md.pendTx, 0)
+		md.pendBorn = append(md.pendBorn, 0)
 	}
 	md.hwm = end
 }
@@ -121,6 +136,7 @@ func (md *model) shrink(hwm uint64) {
 	}
 	md.st = md.st[:hwm]
 	md.pendTx = md.pendTx[:hwm]
+	md.pendBorn = md.pendBorn[:hwm]
 	md.hwm = hwm
 }
 
@@ -197,32 +213,67 @@ func (md *model) addLive(id page.ID, n uint64) {
 	md.ids = append(md.ids, id)
 }
 
-func (md *model) free(id page.ID) {
+// free frees the live run at id, which the caller says was written by txn
+// born (0: unknown).
+func (md *model) free(id page.ID, born uint64) {
 	n := md.live[id]
 	delete(md.live, id)
+	delete(md.born, id)
 	i, last := md.pos[id], md.ids[len(md.ids)-1]
 	md.ids[i], md.pos[last] = last, i
 	md.ids = md.ids[:len(md.ids)-1]
 	delete(md.pos, id)
 	for p := id; p < id+n; p++ {
 		md.set(p, pgTxFreed)
+		md.txBorn[p] = born
 	}
 }
 
 func (md *model) commit(txid uint64) {
+	youngBorn := uint64(math.MaxUint64)
+	for _, b := range md.txBorn {
+		if b > md.prepared && b <= txid {
+			youngBorn = min(youngBorn, b)
+		}
+	}
 	for p, s := range md.st {
 		if s == pgTxFreed {
 			md.set(uint64(p), pgPending)
 			md.pendTx[p] = txid
+			md.pendBorn[p] = 0
+			// Young: written after the newest sync point begun, so in no
+			// state that is or may become durable. A transaction's young
+			// pages are held together, from the oldest txn that wrote one.
+			if b := md.txBorn[uint64(p)]; b > md.prepared && b <= txid {
+				md.pendBorn[p] = youngBorn
+			}
 		}
 	}
+	clear(md.txBorn)
 }
 
 func (md *model) release(limit uint64) {
 	for p, s := range md.st {
-		if s == pgPending && md.pendTx[p] <= limit {
+		if s == pgPending && md.pendBorn[p] == 0 && md.pendTx[p] <= limit {
 			md.set(uint64(p), pgAlloc)
 		}
+	}
+}
+
+// releaseYoung releases the young pending pages no snapshot sees.
+func (md *model) releaseYoung(snaps []uint64) {
+outer:
+	for p, s := range md.st {
+		if s != pgPending || md.pendBorn[p] == 0 {
+			continue
+		}
+		for _, sn := range snaps {
+			if md.pendBorn[p] <= sn && sn < md.pendTx[p] {
+				continue outer
+			}
+		}
+		md.set(uint64(p), pgAlloc)
+		md.pendBorn[p] = 0
 	}
 }
 
@@ -230,6 +281,7 @@ func (md *model) release(limit uint64) {
 // free is allocatable.
 func (md *model) afterCrash() *model {
 	c := md.clone()
+	c.releaseYoung(nil)
 	c.release(math.MaxUint64)
 	return c
 }
@@ -264,6 +316,7 @@ type harness struct {
 	limit uint64
 	stats struct {
 		allocs, maxed, frees, badFrees, commits, rollbacks, syncs, failedSyncs, reopens, loads, mapsWritten uint64
+		youngFrees, youngReleased, youngHeld                                                                uint64
 		shrinks, shrunkPages, regionsDropped, limited                                                       uint64
 		deltaRuns                                                                                           int
 	}
@@ -305,7 +358,7 @@ func TestModel(t *testing.T) {
 	}
 	h.stats.loads += h.m.Stats().RegionLoads
 	t.Logf("%+v", h.stats)
-	if h.stats.syncs == 0 || h.stats.reopens == 0 || (h.stats.maxed == 0 && rounds >= 1500) || h.stats.badFrees == 0 || h.stats.mapsWritten == 0 || h.stats.deltaRuns == 0 || h.stats.shrinks == 0 || (h.stats.regionsDropped == 0 && rounds >= 1500) || h.stats.limited == 0 {
+	if h.stats.syncs == 0 || h.stats.reopens == 0 || (h.stats.maxed == 0 && rounds >= 1500) || h.stats.badFrees == 0 || h.stats.mapsWritten == 0 || h.stats.deltaRuns == 0 || h.stats.shrinks == 0 || (h.stats.regionsDropped == 0 && rounds >= 1500) || h.stats.limited == 0 || h.stats.youngFrees == 0 || h.stats.youngReleased == 0 || h.stats.youngHeld == 0 {
 		t.Fatalf("the run missed a path: %+v", h.stats)
 	}
 }
@@ -406,6 +459,23 @@ func (h *harness) round() {
 		h.md.release(limit)
 		h.compareCounts()
 	}
+	if h.rng.IntN(100) < 60 {
+		// Readers in None mode see any committed state.
+		var snaps []uint64
+		for range h.rng.IntN(3) {
+			snaps = append(snaps, h.lastTxid-min(h.lastTxid, h.rng.Uint64N(6)))
+		}
+		young := func() uint64 { return h.m.Stats().PendingPages - h.countNonYoungPending() }
+		before := young()
+		h.m.ReleaseYoung(snaps)
+		h.md.releaseYoung(snaps)
+		h.compareCounts()
+		after := young()
+		h.stats.youngReleased += before - after
+		if after > 0 {
+			h.stats.youngHeld++
+		}
+	}
 	if h.lastTxid > h.steady && h.rng.IntN(100) < 50 {
 		h.sync(h.rng.IntN(100) < 10)
 	}
@@ -488,6 +558,14 @@ func (h *harness) allocate(n uint64) {
 	if err != nil || got != want {
 		h.fatalf("Allocate(%d) = %d, %v; want %d (HWM %d)", n, got, err, want, oldHWM)
 	}
+	h.md.born[got] = h.lastTxid + 1
+	// Invariant 1, stated without the model's release rules: no page live
+	// in the durable state is handed out before the next sync point.
+	for p := got; p < got+n && p < h.metaModel.hwm; p++ {
+		if h.metaModel.st[p] == pgLive {
+			h.fatalf("Allocate(%d) = %d: page %d is live in the durable state (txn %d)", n, got, p, h.meta.txid)
+		}
+	}
 	// Stated separately from the first-fit comparison: the run was
 	// allocatable or fresh, never live, pending or a map slot, and it stays
 	// inside one region's data pages.
@@ -510,16 +588,36 @@ func (h *harness) pickLive() (page.ID, bool) {
 	return h.md.ids[h.rng.IntN(len(h.md.ids))], true
 }
 
+// countNonYoungPending counts the model's pending pages that wait for a
+// sync point (not young).
+func (h *harness) countNonYoungPending() (n uint64) {
+	for p, s := range h.md.st {
+		if s == pgPending && h.md.pendBorn[p] == 0 {
+			n++
+		}
+	}
+	return n
+}
+
 func (h *harness) freeLive() {
 	id, ok := h.pickLive()
 	if !ok {
 		return
 	}
 	n := h.md.live[id]
-	if err := h.m.Free(id, n); err != nil {
-		h.fatalf("Free(%d, %d) of a live run: %v", id, n, err)
+	// The txn that wrote the run, as the tree's references record it, or
+	// unknown (0), which must be treated as old.
+	born := h.md.born[id]
+	if h.rng.IntN(5) == 0 {
+		born = 0
 	}
-	h.md.free(id)
+	if err := h.m.FreeBorn(id, n, born); err != nil {
+		h.fatalf("FreeBorn(%d, %d, %d) of a live run: %v", id, n, born, err)
+	}
+	if born > h.md.prepared {
+		h.stats.youngFrees++
+	}
+	h.md.free(id, born)
 	h.stats.frees++
 }
 
@@ -647,6 +745,7 @@ func (h *harness) sync(fail bool) {
 	h.t.Helper()
 	txid := h.lastTxid
 	img := h.m.PrepareSync(txid)
+	h.md.prepared = txid
 	h.checkImage(img)
 	if fail {
 		for _, p := range img.Pages {
@@ -786,6 +885,7 @@ func (h *harness) reopen() {
 	}
 	h.m = m
 	h.md = h.metaModel.afterCrash()
+	h.md.prepared = h.meta.txid
 	h.lastTxid = h.meta.txid
 	h.steady = h.meta.txid
 	h.stats.reopens++

@@ -14,7 +14,9 @@
 // Invariant: allocatable ⊆ free, and a page is in at most one of {live,
 // pending, allocatable}: a page freed at txn N is set in free when N
 // commits but stays out of allocatable (pending) until N <= steady and every
-// reader's snapshot is >= N (Release).
+// reader's snapshot is >= N (Release) — or, for a page written after the
+// newest state a sync point was begun for (a young page, see FreeBorn),
+// until no reader's snapshot lies between its writing and N (ReleaseYoung).
 //
 // Invariant: the bits of map slots, metas and pages at or above the HWM are
 // clear in both bitmaps, so every run found in a bitmap lies inside one
@@ -198,6 +200,15 @@ type batch struct {
 	pages uint64
 }
 
+// youngBatch is the young runs (FreeBorn) freed by one committed
+// transaction: every page was written at txid born or later, after the
+// newest state any sync point was begun for.
+type youngBatch struct {
+	txid, born uint64
+	runs       []run
+	pages      uint64
+}
+
 // region is a loaded (or created) region.
 //
 // Invariant: disk is the bitmap of the map the steady selector names (nil
@@ -242,6 +253,10 @@ type txState struct {
 	freed      []*region
 	dirtied    []*region // regions that went from clean to dirty in this txn
 	freedPages uint64
+	// young holds the transaction's young frees (also set in the regions'
+	// txFreed); youngBorn is the oldest txid that wrote one of them.
+	young     []run
+	youngBorn uint64
 	// shrink is set by ShrinkTo, which must be the transaction's only
 	// change; Rollback undoes it.
 	shrink *shrinkUndo
@@ -293,6 +308,12 @@ type Map struct {
 	pendingPages uint64
 	// pending is ordered by ascending txid (commits happen in txid order).
 	pending []batch
+	// young is the pending young frees, in ascending txid order.
+	young []youngBatch
+	// prepared is the txid of the newest state a sync point was begun for
+	// (PrepareSync), or the opened state's. A page written by a later
+	// transaction is in no state that is, or may become, durable.
+	prepared uint64
 
 	gen   uint64
 	loads uint64
@@ -327,6 +348,7 @@ func New(cfg Config) (*Map, error) {
 		loader:     cfg.Loader,
 		diskHWM:    cfg.HWM,
 		diskTxid:   cfg.Txid,
+		prepared:   cfg.Txid,
 		hwm:        cfg.HWM,
 		regions:    make(map[uint64]*region),
 		dirty:      make(map[uint64]*region),
@@ -580,6 +602,7 @@ func (m *Map) Begin(txid uint64) {
 		allocs:    m.tx.allocs[:0],
 		freed:     m.tx.freed[:0],
 		dirtied:   m.tx.dirtied[:0],
+		young:     m.tx.young[:0],
 	}
 }
 
@@ -746,7 +769,18 @@ func (m *Map) allocateAtHWM(n uint64) (page.ID, error) {
 // pages and none of its pages may be free already or freed earlier in this
 // transaction: a violation means two owners of a page or a map that
 // disagrees with the tree, and is reported as ErrCorrupt (nothing changes).
-func (m *Map) Free(id page.ID, n uint64) error {
+func (m *Map) Free(id page.ID, n uint64) error { return m.FreeBorn(id, n, 0) }
+
+// FreeBorn is Free for a run whose pages were written by txn born (0:
+// unknown). When born is after the newest state a sync point was begun for
+// (and not after this transaction), no state that is or may become durable
+// holds the run, so the rule that keeps the steady state's pages intact does
+// not apply to it: it is released by ReleaseYoung as soon as no reader can
+// see it, without waiting for a sync point. In Periodic and None modes,
+// where many commits share a sync point, this is what lets a page that one
+// commit wrote and the next replaced be written again by the one after,
+// instead of every such page waiting for the sync point in new space.
+func (m *Map) FreeBorn(id page.ID, n, born uint64) error {
 	m.mustTx("Free")
 	if m.tx.shrink != nil {
 		panic("spacemap: Free after ShrinkTo in one transaction")
@@ -789,6 +823,12 @@ func (m *Map) Free(id page.ID, n uint64) error {
 	}
 	setRange(reg.txFreed, start, n)
 	m.tx.freedPages += n
+	if born > m.prepared && born <= m.tx.txid {
+		if len(m.tx.young) == 0 || born < m.tx.youngBorn {
+			m.tx.youngBorn = born
+		}
+		m.tx.young = append(m.tx.young, run{id, n})
+	}
 	return nil
 }
 
@@ -803,6 +843,32 @@ func nextSetFrom(w []uint64, pos uint64) uint64 {
 // in free and pending at its txid (not allocatable until Release allows).
 func (m *Map) Commit() {
 	m.mustTx("Commit")
+	if len(m.tx.young) > 0 {
+		// Young runs leave txFreed first, so the walk below sees only the
+		// others.
+		yb := youngBatch{txid: m.tx.txid, born: m.tx.youngBorn, runs: slices.Clone(m.tx.young)}
+		for _, rn := range m.tx.young {
+			reg := m.regions[rn.id/m.rp]
+			s := rn.id - reg.idx*m.rp
+			setRange(reg.free, s, rn.n)
+			clearRange(reg.txFreed, s, rn.n)
+			reg.nfree += rn.n
+			yb.pages += rn.n
+		}
+		m.tx.freedPages -= yb.pages
+		m.freePages += yb.pages
+		m.pendingPages += yb.pages
+		m.young = append(m.young, yb)
+		for _, reg := range m.tx.freed {
+			m.firstFree = min(m.firstFree, reg.idx)
+			m.markDirty(reg)
+			if m.tx.freedPages == 0 {
+				// No other frees: the walk below does not run, and txFreed
+				// is clear again.
+				reg.txLo, reg.txHi = 0, 0
+			}
+		}
+	}
 	if m.tx.freedPages > 0 {
 		slices.SortFunc(m.tx.freed, func(a, b *region) int { return cmp.Compare(a.idx, b.idx) })
 		b := batch{txid: m.tx.txid, pages: m.tx.freedPages}
@@ -927,6 +993,36 @@ func (m *Map) Release(steady, oldestReader uint64) {
 	}
 }
 
+// ReleaseYoung makes allocatable every pending young batch (FreeBorn) that
+// no snapshot in snapshots can see: a snapshot S sees the pages of a batch
+// written at born or later and freed at N iff born <= S < N. snapshots must
+// hold every open reader's txid and a bound for readers that begin before
+// the next call (the writer passes the newest published state, which in
+// Full mode is older than every young page and otherwise at least N).
+func (m *Map) ReleaseYoung(snapshots []uint64) {
+	kept := m.young[:0]
+	for _, b := range m.young {
+		seen := false
+		for _, s := range snapshots {
+			if b.born <= s && s < b.txid {
+				seen = true
+				break
+			}
+		}
+		if seen {
+			kept = append(kept, b)
+			continue
+		}
+		for _, rn := range b.runs {
+			reg := m.regions[rn.id/m.rp]
+			m.addAllocatable(reg, rn.id-reg.idx*m.rp, rn.n)
+		}
+		m.pendingPages -= b.pages
+	}
+	clear(m.young[len(kept):])
+	m.young = kept
+}
+
 // PrepareSync builds the map pages and meta fields of a sync point at txid,
 // which must follow Commit (not inside a transaction). Each region written
 // goes to the slot the steady selector does not name; regions with no map
@@ -943,6 +1039,7 @@ func (m *Map) PrepareSync(txid uint64) SyncImage {
 		panic("spacemap: PrepareSync while an earlier sync point is in flight")
 	}
 	m.syncing = true
+	m.prepared = max(m.prepared, txid)
 	count := m.regionCount()
 	img := SyncImage{
 		Txid:        txid,
