@@ -36,7 +36,7 @@ func (t *Tree) splitEager(n *node) {
 		t.env.Stats.Split++
 		mid := len(n.inodes) / 2
 		// A copy, not a reslice: n keeps appending into its own array.
-		right := &node{tree: t, leaf: n.leaf, inodes: slices.Clone(n.inodes[mid:])}
+		right := &node{tree: t, leaf: n.leaf, inodes: slices.Clone(n.inodes[mid:]), appended: n.appended, midInsert: n.midInsert}
 		clear(n.inodes[mid:])
 		n.inodes = n.inodes[:mid]
 		right.key = right.inodes[0].key

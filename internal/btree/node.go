@@ -36,6 +36,10 @@ type node struct {
 	spilled    bool
 	fresh      bool // a root created by splitting the old root
 	removed    bool // merged away or emptied: no longer in the tree
+	// appended is set when an element was inserted after every other one,
+	// midInsert when one was inserted before the last: a node that only
+	// grew at its end is split into full pages (Tree.split).
+	appended, midInsert bool
 	// tempID is the id t.nodes knows a node by that an eager split gave a
 	// parent element before it had a page (tempIDBase and up); 0 otherwise.
 	tempID page.ID
@@ -170,6 +174,11 @@ func (n *node) put(oldKey, newKey []byte, in inode) {
 	i, exact := n.search(oldKey)
 	in.key = newKey
 	if !exact {
+		if i == len(n.inodes) {
+			n.appended = true
+		} else {
+			n.midInsert = true
+		}
 		n.inodes = append(n.inodes, inode{})
 		copy(n.inodes[i+1:], n.inodes[i:])
 	}

@@ -690,6 +690,14 @@ func (t *Tree) split(n *node) []*node {
 	} else if fill > 1 {
 		fill = 1
 	}
+	if n.appended && !n.midInsert {
+		// Every insert landed after the node's last element: keys arrive
+		// in order here (a sequence, a log, a time series, a bulk load in
+		// key order), so nothing will be inserted into the parts but the
+		// last, and room left in them would stay empty — bbolt's 50% makes
+		// such files twice their data. Pack them full.
+		fill = 1
+	}
 	threshold := int(float64(ps) * fill)
 	es := page.LeafElemSize
 	if !n.leaf {
