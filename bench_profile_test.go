@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"math/rand"
 	"testing"
+	"time"
 )
 
 func BenchmarkGetRandom(b *testing.B) {
@@ -116,4 +117,68 @@ func loadedDB(b *testing.B, n int) *testDB {
 		}
 	}
 	return db
+}
+
+// BenchmarkSlasherCommit is batch-slasher's commit (bench/wl_slasher.go) in
+// Full mode: 5,000 updates per transaction, 1,250 at random into each of
+// three 50,000-key buckets and 1,250 appended to a fourth.
+func BenchmarkSlasherCommit(b *testing.B) {
+	const perBucket = 50000
+	db := openTestDB(b, nil)
+	key := func(i uint64) []byte {
+		k := make([]byte, 16)
+		binary.BigEndian.PutUint64(k, i)
+		binary.BigEndian.PutUint64(k[8:], i*0x9e3779b97f4a7c15)
+		return k
+	}
+	val := make([]byte, 100)
+	names := [][]byte{[]byte("s0"), []byte("s1"), []byte("s2"), []byte("s3")}
+	for s := uint64(0); s < perBucket; s += 1250 {
+		if err := db.Update(func(tx *Tx) error {
+			for _, name := range names {
+				bk, err := tx.CreateBucketIfNotExists(name)
+				if err != nil {
+					return err
+				}
+				for i := s; i < s+1250; i++ {
+					if err := bk.Put(key(i), val); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rng := rand.New(rand.NewSource(1))
+	next := uint64(perBucket)
+	s0 := db.Stats()
+	defer func() {
+		s1 := db.Stats()
+		d := s1.Sub(&s0)
+		n := time.Duration(b.N)
+		b.Logf("per commit: rebalance %v, spill %v, write+flush %v", d.TxStats.GetRebalanceTime()/n, d.TxStats.GetSpillTime()/n, d.TxStats.GetWriteTime()/n)
+	}()
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		if err := db.Update(func(tx *Tx) error {
+			for bi, name := range names {
+				bk := tx.Bucket(name)
+				for i := 0; i < 1250; i++ {
+					id := uint64(rng.Intn(perBucket))
+					if bi == 3 {
+						id, next = next, next+1
+					}
+					binary.BigEndian.PutUint64(val, uint64(n))
+					if err := bk.Put(key(id), val); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package rivet
 import (
 	"time"
 
+	"github.com/rivetkv/rivet/internal/btree"
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/pager"
 	"github.com/rivetkv/rivet/internal/spacemap"
@@ -68,6 +69,14 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 	if tx.env.Err != nil {
 		return nil, noWait, tx.env.Err
 	}
+	if db.durability().syncsEachCommit() && !tx.lazy {
+		// A flush follows this commit: start writing its pages while
+		// Spill encodes the rest (btree.Env.WriteEarly).
+		tx.env.WriteEarly = db.writeEarly
+		if n := db.earlyWritePages.Load(); n > 0 {
+			tx.env.EarlyWriteBytes = int(n) * db.pageSize
+		}
+	}
 	if _, err := tx.root.spill(); err != nil {
 		return nil, noWait, err
 	}
@@ -107,7 +116,7 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 	// owned by the writer serves every commit; releaseRuns drops the
 	// references to the page buffers afterwards.
 	runs := db.pagerRuns[:0]
-	for _, r := range tx.env.Runs {
+	for _, r := range tx.env.Runs[tx.env.EarlyWritten:] {
 		runs = append(runs, pager.Run{ID: r.ID, Data: r.Data})
 	}
 	db.pagerRuns = runs
@@ -188,6 +197,22 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 		}
 	}
 	return job, wait, nil
+}
+
+// writeEarly writes runs a commit's Spill has encoded so far and starts
+// their writeback (btree.Env.WriteEarly). A failed write latches the DB.
+func (db *DB) writeEarly(runs []btree.Run) error {
+	pr := db.earlyRuns[:0]
+	for _, r := range runs {
+		pr = append(pr, pager.Run{ID: r.ID, Data: r.Data})
+	}
+	err := db.pager.WriteRunsAndStart(pr)
+	clear(pr)
+	db.earlyRuns = pr[:0]
+	if err != nil {
+		return db.latch(err)
+	}
+	return nil
 }
 
 // maxGroupDelay bounds how long a sync leader lingers for more commits

@@ -76,6 +76,11 @@ type DB struct {
 	readers map[uint64]int // snapshot txid -> open read transactions
 	// snapshotBuf is beginRW's scratch list of snapshots (writer lock).
 	snapshotBuf []uint64
+	// earlyRuns is writeEarly's scratch list (writer lock).
+	earlyRuns []pager.Run
+	// earlyWritePages, if positive, replaces btree.EarlyWritePages, so
+	// tests reach the early writes with small commits.
+	earlyWritePages atomic.Int64
 	// readerHWM holds the HWM of each snapshot in readers: the file is
 	// never cut below it (a page past the end faults a reader that reads
 	// it; docs/design.md §4.1).

@@ -177,6 +177,9 @@ func (t *Tree) writeBlob(v []byte) (page.BlobRef, error) {
 		buf := make([]byte, pages*uint64(ps))
 		page.EncodeBlobExtent(buf, ps, id, t.env.Txid, next, payload)
 		t.env.Runs = append(t.env.Runs, Run{ID: id, Data: buf})
+		if err := t.env.writeEarly(len(buf)); err != nil {
+			return page.BlobRef{}, err
+		}
 		t.env.Stats.PageCount += int64(pages)
 		t.env.Stats.PageAlloc += int64(len(buf))
 		next = page.ExtentRef{Ref: page.Ref{ID: id, Txid: t.env.Txid, Checksum: page.Checksum(buf)}, Pages: uint32(pages)}

@@ -775,6 +775,9 @@ func (t *Tree) write(n *node) (page.Ref, error) {
 		})
 	}
 	t.env.Runs = append(t.env.Runs, Run{ID: id, Data: buf})
+	if err := t.env.writeEarly(len(buf)); err != nil {
+		return page.Ref{}, err
+	}
 	t.env.Stats.PageCount += int64(pages)
 	t.env.Stats.PageAlloc += int64(len(buf))
 	t.env.Stats.Write++

@@ -146,6 +146,13 @@ type Pager struct {
 
 	writeCalls, pagesWritten, bytesWritten atomic.Int64
 	flushes, pagesRead, remaps             atomic.Int64
+	// noWriteback is set once the file refused a StartWriteback hint.
+	noWriteback atomic.Bool
+	// wbRanges feeds the goroutine that gives the file StartWriteback
+	// hints (nil until the first); wbDone closes when it has stopped.
+	// Sends and the close happen under wmu, after checking closed.
+	wbRanges chan [2]int64
+	wbDone   chan struct{}
 }
 
 // Open returns a Pager for f. It reads nothing from the file. The Pager does
@@ -569,16 +576,67 @@ func nextPowerOfTwo(n int64) int64 {
 // written. Errors from the file are returned as they are; after one, some
 // runs may have been written and others not (the caller latches).
 func (p *Pager) WriteRuns(runs []Run) error {
+	_, _, err := p.writeRuns(runs)
+	return err
+}
+
+// WriteRunsAndStart is WriteRuns followed by a hint that the file start
+// sending the range the runs span to storage now (vfs.Writebacker), for a
+// flush that will follow: the flush then finds less left to write. It is
+// meant for runs written while a commit is still being prepared.
+//
+// The hint is given from a goroutine of the Pager's: the call can block
+// while the kernel queues the writes (measured: ~10 ms of a 11 MB commit's
+// 2,700 pages when the writer gave it), and the writer has a commit to
+// finish meanwhile. A hint that finds the goroutine busy is dropped.
+func (p *Pager) WriteRunsAndStart(runs []Run) error {
+	lo, hi, err := p.writeRuns(runs)
+	if err != nil || hi <= lo || p.noWriteback.Load() {
+		return err
+	}
+	wb, ok := p.f.(vfs.Writebacker)
+	if !ok {
+		p.noWriteback.Store(true)
+		return nil
+	}
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	if p.closed.Load() {
-		return ErrClosed
+		return nil
+	}
+	if p.wbRanges == nil {
+		p.wbRanges = make(chan [2]int64, 64)
+		p.wbDone = make(chan struct{})
+		go func(ranges <-chan [2]int64, done chan<- struct{}) {
+			defer close(done)
+			for r := range ranges {
+				if !p.noWriteback.Load() && wb.StartWriteback(r[0], r[1]-r[0]) != nil {
+					// Not supported by this file system: the flush does
+					// it all.
+					p.noWriteback.Store(true)
+				}
+			}
+		}(p.wbRanges, p.wbDone)
+	}
+	select {
+	case p.wbRanges <- [2]int64{lo, hi}:
+	default:
+	}
+	return nil
+}
+
+// writeRuns is WriteRuns; it returns the byte range the runs span.
+func (p *Pager) writeRuns(runs []Run) (lo, hi int64, err error) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if p.closed.Load() {
+		return 0, 0, ErrClosed
 	}
 	if p.readOnly {
-		return rerrors.ErrDatabaseReadOnly
+		return 0, 0, rerrors.ErrDatabaseReadOnly
 	}
 	if len(runs) == 0 {
-		return nil
+		return 0, 0, nil
 	}
 	sorted := append(p.sorted[:0], runs...)
 	defer func() {
@@ -592,21 +650,22 @@ func (p *Pager) WriteRuns(runs []Run) error {
 	var end int64
 	for i, r := range sorted {
 		if len(r.Data) == 0 || int64(len(r.Data))%p.ps != 0 {
-			return fmt.Errorf("pager: run at page %d is %d bytes, not a positive multiple of the page size %d", r.ID, len(r.Data), p.ps)
+			return 0, 0, fmt.Errorf("pager: run at page %d is %d bytes, not a positive multiple of the page size %d", r.ID, len(r.Data), p.ps)
 		}
 		off, ok := p.pageOffset(r.ID)
 		if !ok || off > maxOffset-int64(len(r.Data)) {
-			return fmt.Errorf("pager: run at page %d lies past the largest file offset", r.ID)
+			return 0, 0, fmt.Errorf("pager: run at page %d lies past the largest file offset", r.ID)
 		}
 		if i > 0 && off < end {
 			prev := sorted[i-1]
-			return fmt.Errorf("pager: run at page %d overlaps the run at page %d (%d pages)", r.ID, prev.ID, int64(len(prev.Data))/p.ps)
+			return 0, 0, fmt.Errorf("pager: run at page %d overlaps the run at page %d (%d pages)", r.ID, prev.ID, int64(len(prev.Data))/p.ps)
 		}
 		end = off + int64(len(r.Data))
 	}
 	if err := p.grow(end); err != nil {
-		return err
+		return 0, 0, err
 	}
+	lo, _ = p.pageOffset(sorted[0].ID)
 
 	for i := 0; i < len(sorted); {
 		first := sorted[i]
@@ -621,7 +680,7 @@ func (p *Pager) WriteRuns(runs []Run) error {
 		off, _ := p.pageOffset(first.ID)
 		p.writeCalls.Add(1)
 		if err := p.writeGroup(sorted[i:j], total, off); err != nil {
-			return err
+			return 0, 0, err
 		}
 		p.pagesWritten.Add(int64(total) / p.ps)
 		p.bytesWritten.Add(int64(total))
@@ -630,7 +689,7 @@ func (p *Pager) WriteRuns(runs []Run) error {
 	if cap(p.scratch) > maxKeptScratch {
 		p.scratch = nil
 	}
-	return nil
+	return lo, end, nil
 }
 
 // maxKeptScratch is the largest scratch buffer WriteRuns keeps for the next
@@ -752,6 +811,12 @@ func (p *Pager) Close() error {
 	defer p.wmu.Unlock()
 	if !p.closed.CompareAndSwap(false, true) {
 		return nil
+	}
+	if p.wbRanges != nil {
+		// The file is closed after the Pager: no hint may reach it then.
+		close(p.wbRanges)
+		<-p.wbDone
+		p.wbRanges = nil
 	}
 	p.mu.Lock()
 	cur := p.cur

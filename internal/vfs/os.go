@@ -81,6 +81,10 @@ func (o *osFile) WriteAt(p []byte, off int64) (int, error) { return o.f.WriteAt(
 // Sync flushes with the platform primitive kind selects (syncFile).
 func (o *osFile) Sync(kind SyncKind) error { return syncFile(o.f, kind) }
 
+// StartWriteback starts writeback of [off, off+n) where the platform can
+// (startWriteback); see Writebacker.
+func (o *osFile) StartWriteback(off, n int64) error { return startWriteback(o.f, off, n) }
+
 // Truncate sets the file size (ftruncate).
 func (o *osFile) Truncate(size int64) error { return o.f.Truncate(size) }
 

@@ -53,3 +53,7 @@ func fcntlRetry(fd uintptr, cmd int) error {
 func unsupported(err error) bool {
 	return err == unix.ENOTSUP || err == unix.EOPNOTSUPP || err == unix.EINVAL || err == unix.ENOTTY
 }
+
+// startWriteback is not supported here (Writebacker): the flush does all
+// the writing.
+func startWriteback(*os.File, int64, int64) error { return errWritebackUnsupported }

@@ -82,6 +82,19 @@ type File interface {
 	Close() error
 }
 
+// Writebacker is implemented by files that can be asked to start sending a
+// written range to storage without waiting for it (Linux:
+// sync_file_range with SYNC_FILE_RANGE_WRITE). It is a hint for speed, not
+// a durability primitive: only Sync makes writes durable, and a file that
+// does not implement it loses nothing but the head start.
+type Writebacker interface {
+	// StartWriteback starts writeback of the dirty pages in [off, off+n).
+	// An error means the hint failed or is not supported here; callers
+	// stop giving it. It never stands for a failed write: Sync reports
+	// those.
+	StartWriteback(off, n int64) error
+}
+
 // Mapping is a read-only memory view of a file.
 type Mapping interface {
 	// Bytes returns the mapped bytes.
