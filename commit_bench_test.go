@@ -2,6 +2,8 @@ package rivet
 
 import (
 	"math/rand"
+	"runtime"
+	"sync/atomic"
 	"testing"
 )
 
@@ -51,5 +53,48 @@ func benchOneKeyCommits(b *testing.B, opts *Options, preload int) {
 		}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkConcurrentOneKeyCommits16 is concurrent-durable's 16-goroutine
+// setting (one-key Updates) for profiling group commit: Full and None
+// durability on a DB in the test's temporary directory.
+func BenchmarkConcurrentOneKeyCommits16(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		d    Durability
+	}{{"Full", Full}, {"None", None}} {
+		b.Run(mode.name, func(b *testing.B) {
+			db := openTestDB(b, &Options{Durability: mode.d})
+			if err := db.Update(func(tx *Tx) error {
+				_, err := tx.CreateBucket([]byte("b"))
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+			var seed atomic.Int64
+			s0 := db.Stats()
+			b.SetParallelism((16 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				rng := rand.New(rand.NewSource(seed.Add(1)))
+				val := make([]byte, 100)
+				for pb.Next() {
+					k := make([]byte, 16)
+					rng.Read(k)
+					if err := db.Update(func(tx *Tx) error {
+						return tx.Bucket([]byte("b")).Put(k, val)
+					}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			s1 := db.Stats()
+			if d := s1.Sub(&s0); d.Flushes > 0 {
+				b.ReportMetric(float64(b.N)/float64(d.Flushes), "commits/flush")
+			}
+		})
 	}
 }
