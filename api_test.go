@@ -420,3 +420,33 @@ func TestCursorMovesAcrossSeeksAndEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNoopWriteTxnIDIsReused: a write transaction that changes nothing
+// leaves no state, so the next one commits under the same id (Tx.ID's
+// doc); ids of transactions that changed something increase.
+func TestNoopWriteTxnIDIsReused(t *testing.T) {
+	db := openTestDB(t, nil)
+	id := func(fn func(*Tx) error) int {
+		t.Helper()
+		var got int
+		if err := db.Update(func(tx *Tx) error { got = tx.ID(); return fn(tx) }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	noop := func(*Tx) error { return nil }
+	put := func(tx *Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte("b"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("k"), []byte("v"))
+	}
+	a := id(put)
+	b := id(noop)
+	c := id(put)
+	d := id(put)
+	if b != a+1 || c != b || d != c+1 {
+		t.Fatalf("ids put %d, no-op %d, put %d, put %d; want n, n+1, n+1, n+2", a, b, c, d)
+	}
+}

@@ -140,6 +140,12 @@ func (tx *Tx) recycle() {
 
 // ID returns the transaction's id: the txid of the snapshot a read
 // transaction sees, or the txid a write transaction will commit as.
+//
+// A write transaction that changes nothing commits without any I/O and
+// leaves no state behind, so the next write transaction gets the same id
+// (bbolt writes a meta page for it and moves on). Ids of transactions that
+// changed something are unique and increasing; do not count no-op
+// transactions by their ids.
 func (tx *Tx) ID() int { return int(tx.txid) }
 
 // ended reports whether the transaction has been committed or rolled back,
