@@ -185,9 +185,41 @@ func pickBucket(rng *rand.Rand, tx *Tx, m *mbucket) (*Bucket, *mbucket) {
 func TestModelRandomized(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewSource(seed))
-	opts := &Options{PageSize: 1024 << rng.Intn(3)}
+	// Every durability mode: in None and Periodic many commits share a
+	// sync point, so pages written and replaced between two are reused at
+	// once (young runs), which the open readers below must not see.
+	modes := []struct {
+		name string
+		d    Durability
+	}{{"Full", Full}, {"None", None}, {"Periodic", Periodic(time.Millisecond)}}
+	mode := modes[rng.Intn(len(modes))]
+	t.Logf("durability %s", mode.name)
+	opts := &Options{PageSize: 1024 << rng.Intn(3), Durability: mode.d}
 	db := openTestDB(t, opts)
 	model := newMBucket()
+	// Read transactions held across commits, each with the model of the
+	// state it saw; checked when they end.
+	type heldReader struct {
+		tx    *Tx
+		model *mbucket
+	}
+	var readers []heldReader
+	// Close waits for open readers: end them first if the test fails.
+	t.Cleanup(func() {
+		for _, r := range readers {
+			_ = r.tx.Rollback()
+		}
+	})
+	endReader := func(i int) {
+		t.Helper()
+		r := readers[i]
+		compareBucket(t, "(held reader)", r.tx.root, r.model)
+		if err := r.tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		readers = append(readers[:i], readers[i+1:]...)
+	}
+	heldChecks := 0
 	txns := 300
 	if testing.Short() {
 		txns = 80
@@ -216,6 +248,17 @@ func TestModelRandomized(t *testing.T) {
 			model = next
 		}
 		compareDB(t, db.DB, model)
+		if len(readers) < 4 && rng.Intn(5) == 0 {
+			tx, err := db.Begin(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readers = append(readers, heldReader{tx, model.clone()})
+		}
+		if len(readers) > 0 && rng.Intn(4) == 0 {
+			endReader(rng.Intn(len(readers)))
+			heldChecks++
+		}
 		if inline, paged := bucketKinds(t, db.DB); inline > 0 && paged > 0 {
 			sawInline++
 			sawPaged++
@@ -225,6 +268,10 @@ func TestModelRandomized(t *testing.T) {
 			sawPaged++
 		}
 		if rng.Intn(25) == 0 {
+			for len(readers) > 0 {
+				endReader(0)
+				heldChecks++
+			}
 			db.reopen()
 			compareDB(t, db.DB, model)
 		}
@@ -232,8 +279,12 @@ func TestModelRandomized(t *testing.T) {
 			mustCheck(t, db.DB)
 		}
 	}
+	for len(readers) > 0 {
+		endReader(0)
+		heldChecks++
+	}
 	// The run must have covered both kinds of nested bucket.
-	t.Logf("committed states with inline buckets: %d, with paged nested buckets: %d", sawInline, sawPaged)
+	t.Logf("committed states with inline buckets: %d, with paged nested buckets: %d; held readers checked: %d", sawInline, sawPaged, heldChecks)
 	if sawInline == 0 || sawPaged == 0 {
 		t.Fatalf("no state had both inline and paged buckets: the run no longer covers both kinds (seed %d)", seed)
 	}
