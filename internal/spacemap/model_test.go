@@ -462,8 +462,18 @@ func (h *harness) round() {
 	if h.rng.IntN(100) < 60 {
 		// Readers in None mode see any committed state.
 		var snaps []uint64
-		for range h.rng.IntN(3) {
-			snaps = append(snaps, h.lastTxid-min(h.lastTxid, h.rng.Uint64N(6)))
+		for range h.rng.IntN(4) {
+			snaps = append(snaps, h.lastTxid-min(h.lastTxid, h.rng.Uint64N(4)))
+		}
+		if h.rng.IntN(3) == 0 {
+			// A reader on the state that wrote some young pending page
+			// and can still see it.
+			for p, s := range h.md.st {
+				if b := h.md.pendBorn[p]; s == pgPending && b != 0 && b < h.md.pendTx[p] {
+					snaps = append(snaps, b)
+					break
+				}
+			}
 		}
 		young := func() uint64 { return h.m.Stats().PendingPages - h.countNonYoungPending() }
 		before := young()
