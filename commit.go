@@ -115,10 +115,7 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 	// and neither the pager nor prepareSync keeps the slice, so one slice
 	// owned by the writer serves every commit; releaseRuns drops the
 	// references to the page buffers afterwards.
-	runs := db.pagerRuns[:0]
-	for _, r := range tx.env.Runs[tx.env.EarlyWritten:] {
-		runs = append(runs, pager.Run{ID: r.ID, Data: r.Data})
-	}
+	runs := appendPagerRuns(db.pagerRuns[:0], tx.env.Runs[tx.env.EarlyWritten:])
 	db.pagerRuns = runs
 	db.head = head
 	db.mu.Lock()
@@ -202,10 +199,7 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 // writeEarly writes runs a commit's Spill has encoded so far and starts
 // their writeback (btree.Env.WriteEarly). A failed write latches the DB.
 func (db *DB) writeEarly(runs []btree.Run) error {
-	pr := db.earlyRuns[:0]
-	for _, r := range runs {
-		pr = append(pr, pager.Run{ID: r.ID, Data: r.Data})
-	}
+	pr := appendPagerRuns(db.earlyRuns[:0], runs)
 	err := db.pager.WriteRunsAndStart(pr)
 	clear(pr)
 	db.earlyRuns = pr[:0]
@@ -213,6 +207,14 @@ func (db *DB) writeEarly(runs []btree.Run) error {
 		return db.latch(err)
 	}
 	return nil
+}
+
+// appendPagerRuns appends the tree's runs to dst as the pager's.
+func appendPagerRuns(dst []pager.Run, runs []btree.Run) []pager.Run {
+	for _, r := range runs {
+		dst = append(dst, pager.Run{ID: r.ID, Data: r.Data})
+	}
+	return dst
 }
 
 // maxGroupDelay bounds how long a sync leader lingers for more commits

@@ -127,7 +127,6 @@ type Stats struct {
 	SpillTime     int64 // nanoseconds
 }
 
-// fail records err as the transaction's corruption if it is the first.
 // EarlyWritePages is the batch WriteEarly is handed: large enough that the
 // calls cost nothing next to the writes, small enough that the disk starts
 // early in a commit of a few thousand pages.
@@ -155,6 +154,7 @@ func (e *Env) writeEarly(n int) error {
 	return nil
 }
 
+// fail records err as the transaction's corruption if it is the first.
 func (e *Env) fail(err error) {
 	if e.Err == nil {
 		e.Err = err
