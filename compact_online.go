@@ -469,6 +469,12 @@ func (db *DB) autoCompactor(cfg AutoCompact) {
 	if fraction <= 0 {
 		fraction = 0.25
 	}
+	// The free space a locality slack keeps on purpose is not waste
+	// (Options.LocalitySlack): compacting it away would only make the next
+	// commits grow the file again.
+	if s := db.opts.LocalitySlack; s > 0 {
+		fraction = max(fraction, s+0.1)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

@@ -42,6 +42,9 @@ func openFS(fs vfs.FS, path string, mode os.FileMode, options *Options) (*DB, er
 		options = DefaultOptions
 	}
 	opts := *options
+	if s := opts.LocalitySlack; !(s >= 0 && s <= maxLocalitySlack) {
+		return nil, fmt.Errorf("rivet: Options.LocalitySlack %v is out of range: it must be from 0 to %v", s, maxLocalitySlack)
+	}
 	db := &DB{
 		path:           path,
 		opts:           opts,
@@ -211,6 +214,7 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	if err != nil {
 		return err
 	}
+	space.SetLocalitySlack(db.opts.LocalitySlack)
 	db.space = space
 	db.cur = meta
 	db.head = meta
@@ -258,6 +262,10 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	}
 	return nil
 }
+
+// maxLocalitySlack bounds Options.LocalitySlack: a file at least a tenth
+// live.
+const maxLocalitySlack = 0.9
 
 // errCreationTorn is recover's verdict on a file whose creation crashed
 // after meta 0 was flushed but before the rest was.

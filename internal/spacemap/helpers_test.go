@@ -125,6 +125,12 @@ func (m *Map) check() error {
 				return fmt.Errorf("region %d: %d pages at or above the HWM %d marked free", r, c, m.hwm)
 			}
 		}
+		if reg.runs != nil {
+			want := newRunTree(reg.alloc)
+			if !slices.Equal(reg.runs.pre, want.pre) || !slices.Equal(reg.runs.suf, want.suf) || !slices.Equal(reg.runs.best, want.best) {
+				return fmt.Errorf("region %d: the run tree does not summarise the allocatable bitmap", r)
+			}
+		}
 		if reg.noFit != 0 {
 			if s, ok := findRun(reg.alloc, 0, reg.noFit); ok {
 				return fmt.Errorf("region %d: noFit %d but a run fits at %d", r, reg.noFit, s)

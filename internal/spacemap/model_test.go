@@ -179,6 +179,11 @@ func (md *model) allocate(n, maxPages, limit uint64) (id page.ID, ok, limited bo
 			}
 		}
 	}
+	return md.allocateAtHWM(n, maxPages, limit)
+}
+
+// allocateAtHWM is the HWM half of allocate's specification.
+func (md *model) allocateAtHWM(n, maxPages, limit uint64) (id page.ID, ok, limited bool) {
 	start, r := md.hwm, md.hwm/md.r
 	pad := false
 	if md.hwm%md.r == 0 {
@@ -205,6 +210,27 @@ func (md *model) allocate(n, maxPages, limit uint64) (id page.ID, ok, limited bo
 	}
 	md.addLive(start, n)
 	return start, true, false
+}
+
+// place applies an allocation the Map chose under a locality slack, whose
+// policy the model leaves to TestLocality: a run of allocatable pages
+// below the HWM, or the run allocateAtHWM specifies. It reports whether
+// the choice was one of those.
+func (md *model) place(id page.ID, n, maxPages uint64) bool {
+	if id < md.hwm {
+		for p := id; p < id+n; p++ {
+			if p >= md.hwm || md.st[p] != pgAlloc {
+				return false
+			}
+		}
+		for p := id; p < id+n; p++ {
+			md.set(p, pgLive)
+		}
+		md.addLive(id, n)
+		return true
+	}
+	want, ok, _ := md.allocateAtHWM(n, maxPages, 0)
+	return ok && want == id
 }
 
 func (md *model) addLive(id page.ID, n uint64) {
@@ -314,11 +340,14 @@ type harness struct {
 	steady    uint64
 	// limit is the open transaction's allocation limit (SetLimit), 0 if none.
 	limit uint64
+	// slack is the Map's locality slack (SetLocalitySlack).
+	slack float64
 	stats struct {
 		allocs, maxed, frees, badFrees, commits, rollbacks, syncs, failedSyncs, reopens, loads, mapsWritten uint64
 		youngFrees, youngReleased, youngHeld                                                                uint64
 		shrinks, shrunkPages, regionsDropped, limited                                                       uint64
 		deltaRuns                                                                                           int
+		localChoices                                                                                        uint64
 	}
 }
 
@@ -334,7 +363,13 @@ func modelSeed() uint64 {
 	return uint64(time.Now().UnixNano())
 }
 
-func TestModel(t *testing.T) {
+func TestModel(t *testing.T) { runModel(t, 0) }
+
+// TestModelLocality runs the model with a locality slack: every allocation
+// is checked for safety (TestLocality checks the policy itself).
+func TestModelLocality(t *testing.T) { runModel(t, 0.3) }
+
+func runModel(t *testing.T, slack float64) {
 	seed := modelSeed()
 	t.Logf("seed %d (rerun with -seed=%d or RIVET_SEED=%d)", seed, seed, seed)
 	rounds := 1500
@@ -349,6 +384,7 @@ func TestModel(t *testing.T) {
 		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		d:        newFakeDisk(tps),
 		maxPages: 4*tR + tR/2,
+		slack:    slack,
 	}
 	h.md = newModel(tps)
 	h.metaModel = h.md.clone()
@@ -358,7 +394,7 @@ func TestModel(t *testing.T) {
 	}
 	h.stats.loads += h.m.Stats().RegionLoads
 	t.Logf("%+v", h.stats)
-	if h.stats.syncs == 0 || h.stats.reopens == 0 || (h.stats.maxed == 0 && rounds >= 1500) || h.stats.badFrees == 0 || h.stats.mapsWritten == 0 || h.stats.deltaRuns == 0 || h.stats.shrinks == 0 || (h.stats.regionsDropped == 0 && rounds >= 1500) || h.stats.limited == 0 || h.stats.youngFrees == 0 || h.stats.youngReleased == 0 || h.stats.youngHeld == 0 {
+	if h.stats.syncs == 0 || h.stats.reopens == 0 || (h.stats.maxed == 0 && rounds >= 1500) || h.stats.badFrees == 0 || h.stats.mapsWritten == 0 || h.stats.deltaRuns == 0 || h.stats.shrinks == 0 || (h.stats.regionsDropped == 0 && rounds >= 1500 && slack == 0) || h.stats.limited == 0 || h.stats.youngFrees == 0 || h.stats.youngReleased == 0 || h.stats.youngHeld == 0 || (slack > 0 && h.stats.localChoices == 0) {
 		t.Fatalf("the run missed a path: %+v", h.stats)
 	}
 }
@@ -549,6 +585,10 @@ func (h *harness) allocate(n uint64) {
 	h.t.Helper()
 	oldHWM := h.md.hwm
 	before := h.md.clone()
+	if h.slack > 0 && h.limit == 0 {
+		h.allocateLocal(n, before)
+		return
+	}
 	want, ok, limited := h.md.allocate(n, h.maxPages, h.limit)
 	got, err := h.m.Allocate(n)
 	if limited {
@@ -568,6 +608,38 @@ func (h *harness) allocate(n uint64) {
 	if err != nil || got != want {
 		h.fatalf("Allocate(%d) = %d, %v; want %d (HWM %d)", n, got, err, want, oldHWM)
 	}
+	h.checkAllocated(got, n, oldHWM, before)
+}
+
+// allocateLocal is allocate under a locality slack: the Map's choice is
+// not the model's to make, so the harness checks that it was safe and
+// applies it to the model. Running out of room is first fit's verdict
+// (the locality path falls back to it).
+func (h *harness) allocateLocal(n uint64, before *model) {
+	h.t.Helper()
+	oldHWM := h.md.hwm
+	got, err := h.m.Allocate(n)
+	if err != nil {
+		probe := before.clone()
+		if _, ok, _ := probe.allocate(n, h.maxPages, 0); ok || !errors.Is(err, rerrors.ErrMaxSizeReached) {
+			h.fatalf("Allocate(%d) under slack = %v; first fit would have found room: %v", n, err, ok)
+		}
+		h.stats.maxed++
+		return
+	}
+	if !h.md.place(got, n, h.maxPages) {
+		h.fatalf("Allocate(%d) under slack = %d: neither allocatable pages nor the run at the HWM (HWM %d)", n, got, oldHWM)
+	}
+	if want, _, _ := before.clone().allocate(n, h.maxPages, 0); want != got {
+		h.stats.localChoices++ // the policy chose other pages than first fit
+	}
+	h.checkAllocated(got, n, oldHWM, before)
+}
+
+// checkAllocated checks what every allocation must satisfy, whatever the
+// policy that chose it.
+func (h *harness) checkAllocated(got page.ID, n, oldHWM uint64, before *model) {
+	h.t.Helper()
 	h.md.born[got] = h.lastTxid + 1
 	// Invariant 1, stated without the model's release rules: no page live
 	// in the durable state is handed out before the next sync point.
@@ -893,6 +965,7 @@ func (h *harness) reopen() {
 	if m.Stats().RegionLoads != 0 {
 		h.fatalf("New loaded %d regions", m.Stats().RegionLoads)
 	}
+	m.SetLocalitySlack(h.slack)
 	h.m = m
 	h.md = h.metaModel.afterCrash()
 	h.md.prepared = h.meta.txid

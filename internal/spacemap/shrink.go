@@ -129,6 +129,7 @@ func (m *Map) ShrinkTo(hwm uint64) error {
 		k := countRange(last.free, from, m.rp-from)
 		clearRange(last.free, from, m.rp-from)
 		clearRange(last.alloc, from, m.rp-from)
+		last.allocChanged(from, m.rp-from)
 		last.nfree -= k
 		last.nalloc -= k
 		last.noFit = 0
@@ -164,6 +165,7 @@ func (m *Map) undoShrink(u *shrinkUndo) {
 		m.freePages += u.lastNfree - l.nfree
 		copy(l.free, u.lastFree)
 		copy(l.alloc, u.lastAlloc)
+		l.allocChanged(0, uint64(len(l.alloc))*64)
 		l.nfree, l.nalloc = u.lastNfree, u.lastNalloc
 		l.noFit = 0
 		l.allocHint = firstNonZeroWord(l.alloc, 0)

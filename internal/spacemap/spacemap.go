@@ -240,6 +240,10 @@ type region struct {
 	// until the region sees one); [txLo, txHi) bounds the set bits.
 	txFreed    []uint64
 	txLo, txHi uint64
+	// runs summarises alloc's runs for allocation under a locality slack
+	// (locality.go); nil until first needed. Invariant: when not nil, it
+	// summarises alloc as it is (allocChanged follows every change).
+	runs *runTree
 }
 
 // txState is the undo log of the open write transaction.
@@ -263,6 +267,9 @@ type txState struct {
 	// limit, if not 0, is the page no allocation of this transaction may
 	// reach (SetLimit).
 	limit page.ID
+	// local is the transaction's place in the extents it fills under a
+	// locality slack.
+	local localCursor
 }
 
 // Map is the free-space map of one open file. See the package comment.
@@ -323,6 +330,8 @@ type Map struct {
 	// wrote before its meta is durable.
 	syncing bool
 	tx      txState
+	// slack is the locality slack (SetLocalitySlack); 0: first fit.
+	slack float64
 }
 
 // corruptMeta reports a Config field (from the meta) that is inconsistent.
@@ -564,6 +573,7 @@ func (m *Map) markDirty(reg *region) {
 // bits must be set in free and clear in alloc.
 func (m *Map) addAllocatable(reg *region, start, n uint64) {
 	setRange(reg.alloc, start, n)
+	reg.allocChanged(start, n)
 	reg.nalloc += n
 	reg.allocHint = min(reg.allocHint, int(start/64))
 	reg.noFit = 0
@@ -575,6 +585,7 @@ func (m *Map) addAllocatable(reg *region, start, n uint64) {
 func (m *Map) take(reg *region, start, n uint64) {
 	clearRange(reg.free, start, n)
 	clearRange(reg.alloc, start, n)
+	reg.allocChanged(start, n)
 	reg.nfree -= n
 	reg.nalloc -= n
 	m.freePages -= n
@@ -631,6 +642,11 @@ func (m *Map) Allocate(n uint64) (page.ID, error) {
 	}
 	if n == 0 || n > m.maxRun {
 		return 0, fmt.Errorf("spacemap: cannot allocate a run of %d pages (1..%d)", n, m.maxRun)
+	}
+	if m.slack > 0 && m.tx.limit == 0 {
+		if id, ok, err := m.allocateLocal(n); err != nil || ok {
+			return id, err
+		}
 	}
 	count := m.regionCount()
 	if lim := m.tx.limit; lim != 0 {
@@ -946,6 +962,7 @@ func (m *Map) Rollback() {
 			ka := countRange(reg.alloc, from, m.rp-from)
 			clearRange(reg.free, from, m.rp-from)
 			clearRange(reg.alloc, from, m.rp-from)
+			reg.allocChanged(from, m.rp-from)
 			reg.nfree -= k
 			reg.nalloc -= ka
 		}
