@@ -58,7 +58,11 @@ removed afterwards.
 Durability modes: the engines rivet-barrier, rivet-periodic (Periodic
 1s), rivet-none and bbolt-nosync run only when named (--engines, or
 "--vs modes" for all of them with rivet and bbolt); the workloads that
-compare them are concurrent-durable and mode-latency.`,
+compare them are concurrent-durable and mode-latency.
+
+Locality: the engines rivet-slack25 and rivet-slack50 are rivet with
+Options.LocalitySlack 0.25 and 0.5 and also run only when named; compare
+them on update-locality (write runs per commit, file size at end).`,
 		Example: `  go -C cmd/rivet run . bench
   go -C cmd/rivet run . bench --vs bbolt
   go -C cmd/rivet run . bench --vs bbolt --workloads fragmented --size 1GiB --duration 10s
