@@ -68,7 +68,7 @@ func TestRunTree(t *testing.T) {
 func TestLocality(t *testing.T) {
 	// Pages 4..203 used, then freed in holes of 1, 3, 1, 10, 1, 6, ... so
 	// first fit and largest-first differ from the first page on.
-	setup := func(slack float64) *Map {
+	setupDisk := func(slack float64) (*Map, *fakeDisk, metaState) {
 		m, d := fresh(t)
 		m.SetLocalitySlack(slack)
 		m.Begin(1)
@@ -82,9 +82,13 @@ func TestLocality(t *testing.T) {
 			mustFree(t, m, h[0], h[1])
 		}
 		m.Commit()
-		sync(t, m, d, 2)
+		_, ms := sync(t, m, d, 2)
 		m.Release(2, math.MaxUint64)
 		mustCheck(t, m)
+		return m, d, ms
+	}
+	setup := func(slack float64) *Map {
+		m, _, _ := setupDisk(slack)
 		return m
 	}
 
@@ -137,6 +141,28 @@ func TestLocality(t *testing.T) {
 	}
 	if g := got[33:]; g[0] != 30 || g[1] != 60 || m.HWM() != 204 {
 		t.Fatalf("allocations 34 and 35 = %v, HWM %d: want holes 30 and 60 and no growth (5 of 204 pages still free, slack 2%%)", g, m.HWM())
+	}
+	m.Commit()
+
+	// At the size limit growth gives way to first fit: the holes it was
+	// to spare are still there.
+	_, d, ms := setupDisk(0.5)
+	m, err := New(ms.config(tps, d, 204))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetLocalitySlack(0.5)
+	m.Begin(3)
+	got = got[:0]
+	for range 35 {
+		got = append(got, mustAlloc(t, m, 1))
+	}
+	// A reopened Map has no region loaded, so the first page comes from
+	// first fit (which loads region 0): 10. Then the seven longest runs
+	// (40, 70, 120, 100, 20, 90, 140), the eighth extent (30), and growth,
+	// which the limit refuses: first fit gives the lowest hole left.
+	if g := got[33:]; g[0] != 30 || g[1] != 60 || m.HWM() != 204 {
+		t.Fatalf("allocations 34 and 35 at the size limit = %v, HWM %d: want 30, then the lowest hole 60 and no growth (all: %v)", g, m.HWM(), got)
 	}
 	m.Commit()
 
