@@ -57,6 +57,16 @@ type Cursor struct {
 	// leaf's first key going forward, its last going back.
 	edgeDir int8
 	edge    []byte
+	// deleted is set when the element the cursor was on is gone — deleted
+	// through it, or found missing by Current — and the cursor sits
+	// before its successor, whose position is the top's index (past the
+	// leaf's end if the successor is in a later leaf). Next returns that
+	// element without re-seeking from the root, Prev the one before it,
+	// Current nothing. Any move that rebuilds the stack clears it.
+	// Invariant: while deleted, key is the gone key, so if a later change
+	// to the tree makes mods stale, the re-seek to key gives the same
+	// answers.
+	deleted bool
 }
 
 // CursorStack is the storage of one cursor's path from the root: enough
@@ -78,6 +88,7 @@ func (t *Tree) InitCursor(c *Cursor) {
 	c.stack = t.env.cursorStack()
 	c.mods = 0
 	c.key = nil
+	c.deleted = false
 	c.track = t.env.Writable()
 }
 
@@ -93,6 +104,7 @@ func (t *Tree) scratchCursor() *Cursor {
 	c := t.scratch
 	c.stack = c.stack[:0]
 	c.key = nil
+	c.deleted = false
 	return c
 }
 
@@ -100,10 +112,12 @@ func (c *Cursor) fail(err error) {
 	c.t.env.fail(err)
 	c.stack = c.stack[:0]
 	c.key = nil
+	c.deleted = false
 }
 
 func (c *Cursor) pushRoot() bool {
 	c.key = nil
+	c.deleted = false
 	c.edge, c.edgeDir = nil, 0
 	c.stack = c.stack[:0]
 	c.mods = c.t.mods
@@ -252,6 +266,14 @@ func (c *Cursor) Next() (key, value []byte, flags uint32, ok bool) {
 		return nil, nil, 0, false
 	}
 	if c.mods == c.t.mods {
+		if c.deleted {
+			// The successor of the deleted element is at the index.
+			c.deleted = false
+			if top := &c.stack[len(c.stack)-1]; top.index < top.count() {
+				return c.current()
+			}
+			return c.nextLeaf()
+		}
 		// The common step, within a leaf read from the map, without
 		// the calls through next and current.
 		top := &c.stack[len(c.stack)-1]
@@ -284,6 +306,10 @@ func (c *Cursor) Prev() (key, value []byte, flags uint32, ok bool) {
 		return nil, nil, 0, false
 	}
 	if c.mods == c.t.mods {
+		if c.deleted {
+			c.deleted = false
+			return c.prev()
+		}
 		// The common step, as in Next.
 		top := &c.stack[len(c.stack)-1]
 		if i := top.index - 1; top.node == nil && i >= 0 && i < top.page.Count() {
@@ -423,6 +449,7 @@ func (c *Cursor) search(key []byte) {
 	if c.t.rootNode == nil {
 		// Nothing materialised: the whole tree is in the map.
 		c.key = nil
+		c.deleted = false
 		c.edge, c.edgeDir = nil, 0
 		c.stack = c.stack[:0]
 		c.mods = c.t.mods
@@ -584,11 +611,27 @@ func (c *Cursor) deleteCurrent(value []byte, flags uint32) error {
 	if err != nil {
 		return err
 	}
+	i, exact := n.search(key)
+	if !exact {
+		return nil
+	}
 	if flags&page.FlagBlob != 0 && flags&flagPendingBlob == 0 {
 		c.t.deferFreeBlob(value)
 	}
-	n.del(key)
+	n.inodes = append(n.inodes[:i], n.inodes[i+1:]...)
+	n.unbalanced = true
 	c.t.mods++
+	// The stack still describes the tree: removing an element from a
+	// leaf changes no branch (rebalancing waits for Spill), and the path
+	// above the leaf is the one node() just materialised — the stack may
+	// hold those branches as the pages they were read from, whose
+	// children pushChild maps to the materialised nodes. So the cursor
+	// stays where it is, before the successor (see deleted), and a
+	// delete-while-iterating loop costs no seek from the root per key.
+	top := &c.stack[len(c.stack)-1]
+	top.node, top.index = n, i
+	c.mods = c.t.mods
+	c.deleted = true
 	return nil
 }
 
@@ -598,9 +641,16 @@ func (c *Cursor) Current() (key, value []byte, flags uint32, ok bool) {
 		was := c.key
 		k, v, f, ok := c.Seek(was)
 		if !ok || !bytes.Equal(k, was) {
+			// The key is gone and the cursor is now before its
+			// successor: as after a Delete, Next returns the successor
+			// (not the one after it) and Prev the element before.
+			c.key, c.deleted = was, len(c.stack) > 0
 			return nil, nil, 0, false
 		}
 		return k, v, f, ok
+	}
+	if c.deleted {
+		return nil, nil, 0, false
 	}
 	return c.current()
 }
