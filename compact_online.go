@@ -457,24 +457,32 @@ func (db *DB) truncateLocked(minExcess, chunk int64) (more bool, err error) {
 // longer than anything needs has space to give back.
 func truncateExcess(size int64) int64 { return max(size/8, 1<<20) }
 
+// autoCompactFraction is the free part of the database above which
+// AutoCompact compacts: cfg.FreeFraction (0.25 if unset), but at least 0.1
+// above a locality slack — the free space a slack keeps on purpose is not
+// waste, and compacting it away would only make the next commits grow the
+// file again (Options.LocalitySlack).
+func autoCompactFraction(cfg AutoCompact, slack float64) float64 {
+	fraction := cfg.FreeFraction
+	if fraction <= 0 {
+		fraction = 0.25
+	}
+	if slack > 0 {
+		fraction = max(fraction, slack+0.1)
+	}
+	return fraction
+}
+
 // autoCompactor runs Compact whenever free pages make up more than
 // cfg.FreeFraction of the database, looking every cfg.Interval, until Close
 // stops it (cancelling a compaction in progress after its current step).
 func (db *DB) autoCompactor(cfg AutoCompact) {
 	defer close(db.compactDone)
-	interval, fraction := cfg.Interval, cfg.FreeFraction
+	interval := cfg.Interval
 	if interval <= 0 {
 		interval = time.Minute
 	}
-	if fraction <= 0 {
-		fraction = 0.25
-	}
-	// The free space a locality slack keeps on purpose is not waste
-	// (Options.LocalitySlack): compacting it away would only make the next
-	// commits grow the file again.
-	if s := db.opts.LocalitySlack; s > 0 {
-		fraction = max(fraction, s+0.1)
-	}
+	fraction := autoCompactFraction(cfg, db.opts.LocalitySlack)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

@@ -3,6 +3,7 @@ package rivet
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -95,6 +96,25 @@ func TestLocalitySlackOption(t *testing.T) {
 		_, err := openFS(vfs.NewMem(), "/db", 0o600, &Options{LocalitySlack: s, InitialMmapSize: memMapSize})
 		if err == nil || !strings.Contains(err.Error(), "LocalitySlack") {
 			t.Errorf("LocalitySlack %v: Open = %v, want an error naming the option", s, err)
+		}
+	}
+}
+
+// TestAutoCompactLeavesTheSlack checks the free part above which
+// AutoCompact compacts: its FreeFraction, but never within 0.1 of a
+// locality slack, which keeps that much free on purpose.
+func TestAutoCompactLeavesTheSlack(t *testing.T) {
+	for _, c := range []struct {
+		free, slack, want float64
+	}{
+		{0, 0, 0.25},
+		{0.4, 0, 0.4},
+		{0, 0.25, 0.35},
+		{0.5, 0.25, 0.5},
+		{0.2, 0.5, 0.6},
+	} {
+		if got := autoCompactFraction(AutoCompact{FreeFraction: c.free}, c.slack); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("FreeFraction %v, slack %v: compacts above %v, want %v", c.free, c.slack, got, c.want)
 		}
 	}
 }
