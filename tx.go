@@ -59,9 +59,6 @@ type txState struct {
 	rootStore Bucket    // root points here
 }
 
-// maxKeptCursorStacks bounds the cursor stacks a recycled read state keeps.
-const maxKeptCursorStacks = 8
-
 // readStates recycles the states of ended read transactions.
 var readStates = sync.Pool{New: func() any { return new(txState) }}
 
@@ -127,12 +124,9 @@ func (tx *Tx) recycle() {
 	tx.final = st.stats
 	tx.txState = nil
 	// The cursor stacks are free again (this transaction's cursors no
-	// longer move) and go with the state; a transaction that opened many
-	// cursors does not make every later one keep that many.
+	// longer move) and go with the state; there are at most
+	// btree.MaxLentStacks of them.
 	stacks := st.envStore.CursorStacks
-	if len(stacks) > maxKeptCursorStacks {
-		stacks = stacks[:maxKeptCursorStacks]
-	}
 	*st = txState{}
 	st.envStore.CursorStacks = stacks
 	readStates.Put(st)

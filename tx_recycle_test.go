@@ -1,7 +1,10 @@
 package rivet
 
 import (
+	"fmt"
 	"testing"
+
+	"github.com/rivetkv/rivet/internal/btree"
 )
 
 // TestEndedReadTxAfterStateReuse: a read transaction's state is recycled
@@ -74,4 +77,59 @@ func TestEndedReadTxAfterStateReuse(t *testing.T) {
 		}
 	}
 	mustCheck(t, db.DB)
+}
+
+// TestReadTxCursorStacksBounded opens many cursors in one read transaction:
+// the transaction lends at most btree.MaxLentStacks stacks (the others are
+// the cursors' own, which the garbage collector takes), and every cursor
+// keeps its own position, whether its stack is lent or not.
+func TestReadTxCursorStacksBounded(t *testing.T) {
+	db := openTestDB(t, &Options{PageSize: 1024})
+	const keys = 3000
+	key := func(i int) []byte { return []byte(fmt.Sprintf("%05d", i)) }
+	if err := db.Update(func(tx *Tx) error {
+		b, err := tx.CreateBucket([]byte("b"))
+		if err != nil {
+			return err
+		}
+		for i := range keys {
+			if err := b.Put(key(i), key(i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err := db.View(func(tx *Tx) error {
+		b := tx.Bucket([]byte("b"))
+		// 40 cursors alive at once, at different places (lent and own
+		// stacks mixed), then 10,000 short-lived ones.
+		cursors := make([]*Cursor, 40)
+		for i := range cursors {
+			cursors[i] = b.Cursor()
+			if k, _ := cursors[i].Seek(key(i * 50)); string(k) != string(key(i*50)) {
+				return fmt.Errorf("cursor %d: Seek gave %q", i, k)
+			}
+		}
+		for range 10_000 {
+			if k, _ := b.Cursor().Seek(key(keys / 2)); k == nil {
+				return fmt.Errorf("a short-lived cursor found nothing")
+			}
+		}
+		if n := len(tx.envStore.CursorStacks); n > btree.MaxLentStacks {
+			return fmt.Errorf("the transaction holds %d cursor stacks, want at most %d", n, btree.MaxLentStacks)
+		}
+		for step := 1; step <= 3; step++ {
+			for i, c := range cursors {
+				if k, _ := c.Next(); string(k) != string(key(i*50+step)) {
+					return fmt.Errorf("cursor %d, step %d: Next gave %q, want %q", i, step, k, key(i*50+step))
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

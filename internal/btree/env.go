@@ -103,7 +103,8 @@ type Env struct {
 	// of an ended transaction never touches its stack again (the public
 	// Cursor checks that its transaction is open before every move).
 	CursorStacks []*CursorStack
-	// StacksLent counts the CursorStacks lent in this transaction.
+	// StacksLent counts the CursorStacks lent in this transaction, at
+	// most MaxLentStacks.
 	StacksLent int
 	// LendStacks enables CursorStacks (read transactions).
 	LendStacks bool
@@ -164,10 +165,19 @@ func (e *Env) fail(err error) {
 // Writable reports whether the environment belongs to a write transaction.
 func (e *Env) Writable() bool { return e.Alloc != nil }
 
+// MaxLentStacks bounds the cursor stacks one transaction lends (and so the
+// CursorStacks list): most read transactions open a cursor or a few, and
+// the cursors past the bound allocate their own stacks.
+const MaxLentStacks = 8
+
 // cursorStack returns an empty stack for a new cursor: lent from
 // CursorStacks when the transaction lends them, else newly allocated.
 func (e *Env) cursorStack() []elemRef {
-	if !e.LendStacks {
+	if !e.LendStacks || e.StacksLent >= MaxLentStacks {
+		// Past MaxLentStacks a cursor's stack is its own, and the garbage
+		// collector takes it with the cursor: a read transaction that
+		// opens a cursor per item of a long loop would otherwise hold
+		// every stack it ever lent (~280 bytes each) until it ends.
 		return make([]elemRef, 0, inlineDepth)
 	}
 	if e.StacksLent == len(e.CursorStacks) {
