@@ -101,7 +101,7 @@ fi
 grep -E '^(ok|bbolt v)' /tmp/rivet-bboltsuite.log
 echo "  $(grep -c '^--- PASS' /tmp/rivet-bboltsuite.log) passed, $(grep -c '^--- SKIP' /tmp/rivet-bboltsuite.log) skipped by bbolt's own -short checks"
 
-step "users' own test suites against rivet: bolthold and storm, imports moved from bbolt (compat/users)"
+step "users' own test suites against rivet: bolthold, storm, containerd's metadata store; imports moved from bbolt (compat/users)"
 ./compat/users/run.sh
 
 step "clone tests on a btrfs loop mount (skips, saying why, where it cannot mount one)"

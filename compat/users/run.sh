@@ -1,31 +1,38 @@
 #!/usr/bin/env bash
-# Users' own test suites, run against rivet: libraries built on bbolt whose
+# Users' own test suites, run against rivet: projects built on bbolt whose
 # tests exercise it the way applications do (typed records, indexes,
-# queries, nested buckets, many small transactions). Each is taken from the
-# Go module cache at a pinned version — never copied into this repository —
-# into a temporary directory, its imports of go.etcd.io/bbolt rewritten to
-# rivet (the one-line move the README promises), and its whole suite run
-# with `go test`, unchanged. Exits non-zero if any test fails.
+# queries, nested buckets; containerd's metadata store and snapshot
+# bookkeeping, with their garbage collection and leases). Each is taken from
+# the Go module cache at a pinned version — never copied into this
+# repository — into a temporary directory, its imports of go.etcd.io/bbolt
+# rewritten to rivet (the one-line move the README promises; an import
+# without a name gets the name bbolt, the name it had), and the named
+# packages' tests run with `go test`, unchanged. Exits non-zero if any test
+# fails.
 #
 #   compat/users/run.sh [go test flags...]
 #
-# vet is off: it is the libraries' own code, and newer vet checks (e.g.
+# vet is off: it is the projects' own code, and newer vet checks (e.g.
 # non-constant format strings in their tests) are not rivet's to fix.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$(pwd)
 export GOWORK=off GOFLAGS=-mod=mod
 
-# module@version, for the libraries whose suites run.
+# "module@version package...": the projects whose suites run, and which of
+# their packages (the ones that use bbolt and have tests).
 suites=(
-  "github.com/timshannon/bolthold@v0.0.0-20240314194003-30aac6950928"
-  "github.com/asdine/storm/v3@v3.2.1"
+  "github.com/timshannon/bolthold@v0.0.0-20240314194003-30aac6950928 ./..."
+  "github.com/asdine/storm/v3@v3.2.1 ./..."
+  "github.com/containerd/containerd@v1.7.24 ./metadata/... ./snapshots/storage/..."
 )
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/rivet-users.XXXXXX")
 trap 'chmod -R u+w "${work}" 2>/dev/null; rm -rf "${work}"' EXIT
+goversion=$(go -C "${repo}" list -m -f '{{.GoVersion}}')
 
-for mv in "${suites[@]}"; do
+for entry in "${suites[@]}"; do
+  read -r mv pkgs <<<"${entry}"
   mod=${mv%@*}
   dir=$(go mod download -json "${mv}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   if [ -z "${dir}" ] || [ ! -d "${dir}" ]; then
@@ -37,12 +44,21 @@ for mv in "${suites[@]}"; do
   chmod -R u+w "${src}"
   (
     cd "${src}"
-    grep -rl 'go.etcd.io/bbolt' --include='*.go' . | xargs sed -i.bak 's|go\.etcd\.io/bbolt|github.com/rivetkv/rivet|g'
-    find . -name '*.go.bak' -delete
+    # A vendor directory would pin bbolt: the module graph decides instead.
+    rm -rf vendor
+    files=$(grep -rl 'go.etcd.io/bbolt' --include='*.go' . || true)
+    for f in ${files}; do
+      sed -i.bak -E \
+        -e 's#^([[:space:]]*)"go\.etcd\.io/bbolt"#\1bbolt "github.com/rivetkv/rivet"#' \
+        -e 's#^import "go\.etcd\.io/bbolt"#import bbolt "github.com/rivetkv/rivet"#' \
+        -e 's#go\.etcd\.io/bbolt#github.com/rivetkv/rivet#g' "${f}"
+      rm -f "${f}.bak"
+    done
     go mod edit -droprequire go.etcd.io/bbolt -require github.com/rivetkv/rivet@v0.0.0 \
-      -replace "github.com/rivetkv/rivet=${repo}" -go "$(go -C "${repo}" list -m -f '{{.GoVersion}}')"
+      -replace "github.com/rivetkv/rivet=${repo}" -go "${goversion}"
     go mod tidy >/dev/null
-    echo "${mv}: $(grep -rl 'github.com/rivetkv/rivet' --include='*.go' . | wc -l) files moved to rivet"
-    go test -vet=off -count=1 "$@" ./...
+    echo "${mv}: $(echo "${files}" | wc -w) files moved to rivet"
+    # shellcheck disable=SC2086 # pkgs is a list of patterns
+    go test -vet=off -count=1 "$@" ${pkgs}
   )
 done
