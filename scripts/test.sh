@@ -35,6 +35,8 @@ for mod in . bench cmd/rivet contrib/prometheus raftstore; do
   step "vet + staticcheck: ${mod}"
   (cd "${mod}" && go vet ./... && staticcheck ./...)
 done
+step "compat/bbolt (bbolt's API over rivet, declared as go.etcd.io/bbolt): vet, staticcheck, tests"
+(cd compat/bbolt && export GOWORK=off && go vet ./... && staticcheck ./... && go test -count=1 ./...)
 step "vet + staticcheck: compat/bboltsuite (its own code; the suite is bbolt's)"
 (cd compat/bboltsuite && export GOWORK=off && go vet ./shim/... ./prune && staticcheck ./shim/... ./prune)
 
@@ -101,7 +103,7 @@ fi
 grep -E '^(ok|bbolt v)' /tmp/rivet-bboltsuite.log
 echo "  $(grep -c '^--- PASS' /tmp/rivet-bboltsuite.log) passed, $(grep -c '^--- SKIP' /tmp/rivet-bboltsuite.log) skipped by bbolt's own -short checks"
 
-step "users' own test suites against rivet: bolthold, storm, containerd's metadata store; imports moved from bbolt (compat/users)"
+step "users' own test suites against rivet: bolthold, storm, containerd (imports moved), buildkit (one replace line) (compat/users)"
 ./compat/users/run.sh
 
 step "clone tests on a btrfs loop mount (skips, saying why, where it cannot mount one)"

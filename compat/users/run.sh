@@ -2,13 +2,19 @@
 # Users' own test suites, run against rivet: projects built on bbolt whose
 # tests exercise it the way applications do (typed records, indexes,
 # queries, nested buckets; containerd's metadata store and snapshot
-# bookkeeping, with their garbage collection and leases). Each is taken from
-# the Go module cache at a pinned version — never copied into this
-# repository — into a temporary directory, its imports of go.etcd.io/bbolt
-# rewritten to rivet (the one-line move the README promises; an import
-# without a name gets the name bbolt, the name it had), and the named
-# packages' tests run with `go test`, unchanged. Exits non-zero if any test
-# fails.
+# bookkeeping with their garbage collection and leases; buildkit's cache
+# records and solver cache). Each is taken from the Go module cache at a
+# pinned version — never copied into this repository — into a temporary
+# directory, moved to rivet in one of the two ways the README gives, and
+# the named packages' tests run with `go test`, unchanged:
+#
+#   import   its imports of go.etcd.io/bbolt rewritten to rivet (an import
+#            without a name gets the name bbolt, the name it had);
+#   replace  nothing rewritten: one replace directive points go.etcd.io/bbolt
+#            at compat/bbolt, which moves its dependencies too (buildkit
+#            reaches bbolt also through containerd).
+#
+# Exits non-zero if any test fails.
 #
 #   compat/users/run.sh [go test flags...]
 #
@@ -19,12 +25,13 @@ cd "$(dirname "$0")/../.."
 repo=$(pwd)
 export GOWORK=off GOFLAGS=-mod=mod
 
-# "module@version package...": the projects whose suites run, and which of
-# their packages (the ones that use bbolt and have tests).
+# "how module@version package...": the projects whose suites run, and which
+# of their packages (the ones that use bbolt and have tests).
 suites=(
-  "github.com/timshannon/bolthold@v0.0.0-20240314194003-30aac6950928 ./..."
-  "github.com/asdine/storm/v3@v3.2.1 ./..."
-  "github.com/containerd/containerd@v1.7.24 ./metadata/... ./snapshots/storage/..."
+  "import github.com/timshannon/bolthold@v0.0.0-20240314194003-30aac6950928 ./..."
+  "import github.com/asdine/storm/v3@v3.2.1 ./..."
+  "import github.com/containerd/containerd@v1.7.24 ./metadata/... ./snapshots/storage/..."
+  "replace github.com/moby/buildkit@v0.16.0 ./cache ./cache/metadata/... ./cache/contenthash/... ./solver/bboltcachestorage/... ./snapshot/..."
 )
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/rivet-users.XXXXXX")
@@ -32,7 +39,7 @@ trap 'chmod -R u+w "${work}" 2>/dev/null; rm -rf "${work}"' EXIT
 goversion=$(go -C "${repo}" list -m -f '{{.GoVersion}}')
 
 for entry in "${suites[@]}"; do
-  read -r mv pkgs <<<"${entry}"
+  read -r how mv pkgs <<<"${entry}"
   mod=${mv%@*}
   dir=$(go mod download -json "${mv}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   if [ -z "${dir}" ] || [ ! -d "${dir}" ]; then
@@ -46,18 +53,27 @@ for entry in "${suites[@]}"; do
     cd "${src}"
     # A vendor directory would pin bbolt: the module graph decides instead.
     rm -rf vendor
-    files=$(grep -rl 'go.etcd.io/bbolt' --include='*.go' . || true)
-    for f in ${files}; do
-      sed -i.bak -E \
-        -e 's#^([[:space:]]*)"go\.etcd\.io/bbolt"#\1bbolt "github.com/rivetkv/rivet"#' \
-        -e 's#^import "go\.etcd\.io/bbolt"#import bbolt "github.com/rivetkv/rivet"#' \
-        -e 's#go\.etcd\.io/bbolt#github.com/rivetkv/rivet#g' "${f}"
-      rm -f "${f}.bak"
-    done
-    go mod edit -droprequire go.etcd.io/bbolt -require github.com/rivetkv/rivet@v0.0.0 \
-      -replace "github.com/rivetkv/rivet=${repo}" -go "${goversion}"
+    if [ "${how}" = import ]; then
+      files=$(grep -rl 'go.etcd.io/bbolt' --include='*.go' . || true)
+      for f in ${files}; do
+        sed -i.bak -E \
+          -e 's#^([[:space:]]*)"go\.etcd\.io/bbolt"#\1bbolt "github.com/rivetkv/rivet"#' \
+          -e 's#^import "go\.etcd\.io/bbolt"#import bbolt "github.com/rivetkv/rivet"#' \
+          -e 's#go\.etcd\.io/bbolt#github.com/rivetkv/rivet#g' "${f}"
+        rm -f "${f}.bak"
+      done
+      go mod edit -droprequire go.etcd.io/bbolt -require github.com/rivetkv/rivet@v0.0.0
+      echo "${mv}: $(echo "${files}" | wc -w) files moved to rivet"
+    else
+      go mod edit -replace "go.etcd.io/bbolt=${repo}/compat/bbolt"
+      echo "${mv}: go.etcd.io/bbolt replaced by compat/bbolt, no file changed"
+    fi
+    go mod edit -replace "github.com/rivetkv/rivet=${repo}" -go "${goversion}"
     go mod tidy >/dev/null
-    echo "${mv}: $(echo "${files}" | wc -w) files moved to rivet"
+    if ! go list -deps ${pkgs} | grep -qx github.com/rivetkv/rivet; then
+      echo "${mv}: the packages do not build with rivet" >&2
+      exit 1
+    fi
     # shellcheck disable=SC2086 # pkgs is a list of patterns
     go test -vet=off -count=1 "$@" ${pkgs}
   )
