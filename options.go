@@ -105,7 +105,7 @@ type Options struct {
 	// durable commit's flush cheaper, most on disks that pay per write
 	// (HDDs, network and cloud volumes); the file may grow until
 	// LocalitySlack of it is free. Measured with rivet bench
-	// update-locality (100 random updates a commit, 1.3M keys): see
+	// update-locality (100 random updates a commit, ~916,000 keys): see
 	// docs/benchmarks.md. AutoCompact, when set, compacts only above
 	// whichever is larger, its FreeFraction or the slack plus 0.1.
 	LocalitySlack float64

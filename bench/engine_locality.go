@@ -1,7 +1,5 @@
 package bench
 
-// (rivet.Options.LocalitySlack is set through rivetEngine.options.)
-
 // The locality variants: rivet with Options.LocalitySlack, which lets the
 // file keep part of itself free so that a commit's pages land in a few
 // contiguous runs (docs/design.md §4.3). Like the durability variants they
