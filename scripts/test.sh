@@ -103,7 +103,7 @@ fi
 grep -E '^(ok|bbolt v)' /tmp/rivet-bboltsuite.log
 echo "  $(grep -c '^--- PASS' /tmp/rivet-bboltsuite.log) passed, $(grep -c '^--- SKIP' /tmp/rivet-bboltsuite.log) skipped by bbolt's own -short checks"
 
-step "users' own test suites against rivet: bolthold, storm, containerd (imports moved), buildkit, raft-boltdb (one replace line) (compat/users)"
+step "users' own test suites against rivet: bolthold, storm, containerd (imports moved), buildkit, raft-boltdb, etcd (one replace line) (compat/users)"
 ./compat/users/run.sh
 
 step "clone tests on a btrfs loop mount (skips, saying why, where it cannot mount one)"

@@ -4,7 +4,9 @@
 # queries, nested buckets; containerd's metadata store and snapshot
 # bookkeeping with their garbage collection and leases; buildkit's cache
 # records and solver cache; hashicorp's raft log store, with its migration
-# from the old boltdb/bolt). Each is taken from the Go module cache at a
+# from the old boltdb/bolt; etcd's storage backend with its batched
+# transactions, defragmentation and snapshots, the MVCC store above it and
+# the server packages and embedded server that run on them). Each is taken from the Go module cache at a
 # pinned version — never copied into this repository — into a temporary
 # directory, moved to rivet in one of the two ways the README gives, and
 # the named packages' tests run with `go test`, unchanged:
@@ -34,6 +36,7 @@ suites=(
   "import github.com/containerd/containerd@v1.7.24 ./metadata/... ./snapshots/storage/..."
   "replace github.com/moby/buildkit@v0.16.0 ./cache ./cache/metadata/... ./cache/contenthash/... ./solver/bboltcachestorage/... ./snapshot/..."
   "replace github.com/hashicorp/raft-boltdb/v2@v2.3.0 ./..."
+  "replace go.etcd.io/etcd/server/v3@v3.7.3 ./storage/... ./etcdserver ./etcdserver/api/etcdhttp ./etcdserver/api/v3compactor ./etcdserver/api/v3rpc ./etcdserver/apply ./etcdserver/cindex ./etcdserver/txn ./embed ./config"
 )
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/rivet-users.XXXXXX")
@@ -77,7 +80,9 @@ for entry in "${suites[@]}"; do
       go mod edit -replace "go.etcd.io/bbolt=${repo}/compat/bbolt"
       echo "${mv}: go.etcd.io/bbolt replaced by compat/bbolt, no file changed"
     fi
-    go mod edit -replace "github.com/rivetkv/rivet=${repo}" -go "${goversion}"
+    # -toolchain=none: a toolchain line newer than this machine's Go
+    # (etcd names go1.26.10) would make go download that toolchain.
+    go mod edit -replace "github.com/rivetkv/rivet=${repo}" -go "${goversion}" -toolchain=none
     go mod tidy >/dev/null
     # shellcheck disable=SC2086 # pkgs is a list of patterns
     deps=$(go list -deps ${pkgs})
