@@ -124,13 +124,9 @@ func (c *Cursor) Delete() error {
 	if err := c.bucket.checkWrite(); err != nil {
 		return err
 	}
-	k, _, flags, ok := c.c.Current()
-	if !ok {
-		return nil
-	}
-	if flags == page.FlagBucket {
+	refused, err := c.c.DeleteUnless(page.FlagBucket)
+	if refused {
 		return ErrIncompatibleValue
 	}
-	_ = k
-	return c.c.Delete()
+	return err
 }

@@ -598,11 +598,22 @@ func (c *Cursor) node() (*node, error) {
 // Delete removes the element under the cursor. A following Next returns the
 // element after it.
 func (c *Cursor) Delete() error {
+	_, err := c.DeleteUnless(0)
+	return err
+}
+
+// DeleteUnless is Delete, except that an element with any of the flags in
+// refuse is left in place and reported (refused true): the caller's check
+// of the element's kind and the delete share one look at the element.
+func (c *Cursor) DeleteUnless(refuse uint32) (refused bool, err error) {
 	_, v, flags, ok := c.Current()
 	if !ok {
-		return nil
+		return false, nil
 	}
-	return c.deleteCurrent(v, flags)
+	if flags&refuse != 0 {
+		return true, nil
+	}
+	return false, c.deleteCurrent(v, flags)
 }
 
 func (c *Cursor) deleteCurrent(value []byte, flags uint32) error {
