@@ -17,13 +17,24 @@ type Cursor struct {
 
 // Cursor returns a cursor over the bucket. It is valid while the
 // transaction is open; once it has ended, every move returns nil.
+//
+// Cursor is small enough to inline, so a cursor that its caller does not
+// keep (etcd's backend opens one per key it reads) can live on the
+// caller's stack instead of the heap.
 func (b *Bucket) Cursor() *Cursor {
-	if b.ended() {
-		return &Cursor{bucket: b}
-	}
-	c := &Cursor{bucket: b}
-	b.tree.InitCursor(&c.c)
+	c := new(Cursor)
+	c.init(b)
 	return c
+}
+
+// init makes c a fresh cursor over b (one that never moves if b's
+// transaction has ended). It is apart from Cursor to keep that one within
+// the inlining budget; it keeps no pointer to c.
+func (c *Cursor) init(b *Bucket) {
+	c.bucket = b
+	if !b.ended() {
+		b.tree.InitCursor(&c.c)
+	}
 }
 
 // Bucket returns the bucket the cursor iterates.

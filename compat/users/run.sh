@@ -5,17 +5,14 @@
 # bookkeeping with their garbage collection and leases; buildkit's cache
 # records and solver cache; hashicorp's raft log store, with its migration
 # from the old boltdb/bolt; etcd's storage backend with its batched
-# transactions, defragmentation and snapshots, the MVCC store above it and
-# the server packages and embedded server that run on them). Each is taken from the Go module cache at a
-# pinned version — never copied into this repository — into a temporary
-# directory, moved to rivet in one of the two ways the README gives, and
-# the named packages' tests run with `go test`, unchanged:
-#
-#   import   its imports of go.etcd.io/bbolt rewritten to rivet (an import
-#            without a name gets the name bbolt, the name it had);
-#   replace  nothing rewritten: one replace directive points go.etcd.io/bbolt
-#            at compat/bbolt, which moves its dependencies too (buildkit
-#            reaches bbolt also through containerd).
+# transactions, defragmentation and snapshots, the MVCC store above it, and
+# the server packages and embedded servers that run on them). Each is taken
+# from the Go module cache at a pinned version — never copied into this
+# repository — into a temporary directory, moved to rivet in one of the two
+# ways the README gives (import rewriting, or one replace directive that
+# also moves dependencies: buildkit reaches bbolt through containerd too;
+# see prepare.sh), and the named packages' tests run with `go test`,
+# unchanged.
 #
 # Exits non-zero if any test fails.
 #
@@ -41,52 +38,17 @@ suites=(
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/rivet-users.XXXXXX")
 trap 'chmod -R u+w "${work}" 2>/dev/null; rm -rf "${work}"' EXIT
-goversion=$(go -C "${repo}" list -m -f '{{.GoVersion}}')
+# shellcheck source=compat/users/prepare.sh
+. compat/users/prepare.sh
 
 for entry in "${suites[@]}"; do
   read -r how mv pkgs <<<"${entry}"
-  mod=${mv%@*}
-  dir=$(go mod download -json "${mv}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  if [ -z "${dir}" ] || [ ! -d "${dir}" ]; then
-    echo "${mv} is not in the module cache and could not be downloaded" >&2
-    exit 1
-  fi
-  src="${work}/$(basename "${mod}")-$(echo "${mv#*@}" | tr -c 'a-zA-Z0-9.\n' '-')"
-  cp -r "${dir}" "${src}"
-  chmod -R u+w "${src}"
+  src="${work}/$(basename "${mv%@*}")-$(echo "${mv#*@}" | tr -c 'a-zA-Z0-9.\n' '-')"
+  users_prepare "${how}" "${mv}" "${src}"
   (
     cd "${src}"
-    # A vendor directory would pin bbolt: the module graph decides instead.
-    rm -rf vendor
-    # A replacement by a directory that is not there (raft-boltdb ships
-    # one on its author's machine) cannot resolve: the required version
-    # stands. Directories inside the module are kept.
-    awk '/=>[[:space:]]*[.\/]/ { sub(/^replace[[:space:]]+/, ""); print $1, $NF }' go.mod |
-      while read -r old target; do
-        [ -d "${target}" ] || go mod edit -dropreplace "${old}"
-      done
-    if [ "${how}" = import ]; then
-      files=$(grep -rl 'go.etcd.io/bbolt' --include='*.go' . || true)
-      for f in ${files}; do
-        sed -i.bak -E \
-          -e 's#^([[:space:]]*)"go\.etcd\.io/bbolt"#\1bbolt "github.com/rivetkv/rivet"#' \
-          -e 's#^import "go\.etcd\.io/bbolt"#import bbolt "github.com/rivetkv/rivet"#' \
-          -e 's#go\.etcd\.io/bbolt#github.com/rivetkv/rivet#g' "${f}"
-        rm -f "${f}.bak"
-      done
-      go mod edit -droprequire go.etcd.io/bbolt -require github.com/rivetkv/rivet@v0.0.0
-      echo "${mv}: $(echo "${files}" | wc -w) files moved to rivet"
-    else
-      go mod edit -replace "go.etcd.io/bbolt=${repo}/compat/bbolt"
-      echo "${mv}: go.etcd.io/bbolt replaced by compat/bbolt, no file changed"
-    fi
-    # -toolchain=none: a toolchain line newer than this machine's Go
-    # (etcd names go1.26.10) would make go download that toolchain.
-    go mod edit -replace "github.com/rivetkv/rivet=${repo}" -go "${goversion}" -toolchain=none
-    go mod tidy >/dev/null
     # shellcheck disable=SC2086 # pkgs is a list of patterns
-    deps=$(go list -deps ${pkgs})
-    if ! grep -qx github.com/rivetkv/rivet <<<"${deps}"; then
+    if ! users_links_rivet ${pkgs}; then
       echo "${mv}: the packages do not build with rivet" >&2
       exit 1
     fi
