@@ -117,13 +117,10 @@ func (b *Bucket) openChild(name []byte, rec page.BucketRecord) *Bucket {
 		sequence:    rec.Sequence,
 	}
 	if rec.Inline != nil {
-		// DecodeBucketRecord validated it.
-		leaf, err := page.InlineLeaf(b.tree.Root().ID, rec.Inline)
-		if err != nil {
-			b.tx.env.Err = firstErr(b.tx.env.Err, err)
-			return nil
-		}
-		c.treeStore.InitInline(b.tx.env, leaf)
+		// Invariant: an inline record here was decoded by
+		// DecodeBucketRecord, which validated it (CreateBucket's
+		// record is never inline).
+		c.treeStore.InitInline(b.tx.env, page.ValidInlineLeaf(rec.Inline))
 	} else {
 		c.treeStore.Init(b.tx.env, rec.Root)
 	}
