@@ -22,15 +22,7 @@ func TestCursorNotKeptDoesNotAllocate(t *testing.T) {
 		t.Skip("the race detector's instrumentation allocates")
 	}
 	db := openTestDB(t, nil)
-	if err := db.Update(func(tx *Tx) error {
-		b, err := tx.CreateBucket([]byte("b"))
-		if err != nil {
-			return err
-		}
-		return b.Put([]byte("k"), []byte("v"))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	mustPutOne(t, db.DB, "b", "k", "v")
 	tx, err := db.Begin(false)
 	if err != nil {
 		t.Fatal(err)

@@ -76,3 +76,18 @@ func mustCheck(t testing.TB, db *DB) {
 // there a "mapping" is a real allocation, so the 1 GiB default would cost
 // an allocation of that size per Open.
 const memMapSize = 1 << 20
+
+// mustPutOne stores one key in a bucket, creating the bucket if needed, in
+// its own transaction.
+func mustPutOne(t testing.TB, db *DB, bucket, key, value string) {
+	t.Helper()
+	if err := db.Update(func(tx *Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte(bucket))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(key), []byte(value))
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1048,15 +1048,7 @@ func TestOpenFileTooSmall(t *testing.T) {
 			t.Fatal(err)
 		}
 		if withData {
-			if err := db.Update(func(tx *Tx) error {
-				b, err := tx.CreateBucket([]byte("b"))
-				if err != nil {
-					return err
-				}
-				return b.Put([]byte("k"), []byte("v"))
-			}); err != nil {
-				t.Fatal(err)
-			}
+			mustPutOne(t, db, "b", "k", "v")
 		}
 		if err := db.Close(); err != nil {
 			t.Fatal(err)

@@ -821,15 +821,7 @@ func TestProcessLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(func(tx *Tx) error {
-		b, err := tx.CreateBucket([]byte("b"))
-		if err != nil {
-			return err
-		}
-		return b.Put([]byte("k"), []byte("v"))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	mustPutOne(t, db, "b", "k", "v")
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
