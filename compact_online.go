@@ -433,8 +433,10 @@ func (db *DB) truncateLocked(minExcess, chunk int64) (more bool, err error) {
 	}
 	cut = max(cut, db.head.HWM)
 	db.mu.Lock()
-	for _, hwm := range db.readerHWM {
-		cut = max(cut, hwm)
+	for _, slot := range db.readers {
+		if slot.n > 0 {
+			cut = max(cut, slot.hwm)
+		}
 	}
 	db.mu.Unlock()
 	size, err := db.file.Size()

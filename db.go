@@ -71,9 +71,19 @@ type DB struct {
 
 	// mu guards the fields below it. It is held only for short bookkeeping,
 	// never for the life of a transaction.
-	mu      sync.Mutex
-	cur     *page.Meta     // the newest published (committed) state
-	readers map[uint64]int // snapshot txid -> open read transactions
+	mu  sync.Mutex
+	cur *page.Meta // the newest published (committed) state
+	// readers holds, per snapshot txid, the read transactions open on it
+	// and the snapshot's HWM: the file is never cut below the HWM of a
+	// snapshot a reader holds (a page past the end faults a reader that
+	// reads it; docs/design.md §4.1).
+	//
+	// Invariant: a slot with no reader (n == 0) is left in place by endRO
+	// only for db.cur's txid, the snapshot the next reader takes, so that
+	// a short read transaction on the newest state finds its slot in one
+	// lookup and does not delete and re-insert it; every scan skips such
+	// slots, and beginRW drops them.
+	readers map[uint64]*readerSlot
 	// snapshotBuf is beginRW's scratch list of snapshots (writer lock).
 	snapshotBuf []uint64
 	// earlyRuns is writeEarly's scratch list (writer lock).
@@ -81,12 +91,8 @@ type DB struct {
 	// earlyWritePages, if positive, replaces btree.EarlyWritePages, so
 	// tests reach the early writes with small commits.
 	earlyWritePages atomic.Int64
-	// readerHWM holds the HWM of each snapshot in readers: the file is
-	// never cut below it (a page past the end faults a reader that reads
-	// it; docs/design.md §4.1).
-	readerHWM   map[uint64]uint64
-	openReaders int
-	readersGone *sync.Cond // signalled when openReaders drops to zero
+	openReaders     int
+	readersGone     *sync.Cond // signalled when openReaders drops to zero
 	// opened is set once Open has made the DB usable and cleared by Close;
 	// a zero DB{} is not opened. Every method that needs the file checks
 	// it first and returns ErrDatabaseNotOpen.
@@ -256,12 +262,18 @@ func (db *DB) Stats() Stats {
 	return s
 }
 
+// readerSlot is one snapshot's entry in DB.readers.
+type readerSlot struct {
+	n   int    // read transactions open on the snapshot
+	hwm uint64 // the snapshot's HWM
+}
+
 // oldestReader returns the oldest snapshot txid any read transaction holds,
 // or math.MaxUint64 when none is open. Caller holds db.mu.
 func (db *DB) oldestReader() uint64 {
 	oldest := uint64(math.MaxUint64)
-	for txid := range db.readers {
-		if txid < oldest {
+	for txid, slot := range db.readers {
+		if slot.n > 0 && txid < oldest {
 			oldest = txid
 		}
 	}
@@ -287,8 +299,13 @@ func (db *DB) beginRO() (*Tx, error) {
 		return nil, ErrDatabaseNotOpen
 	}
 	meta := db.cur
-	db.readers[meta.Txid]++
-	db.readerHWM[meta.Txid] = meta.HWM
+	slot := db.readers[meta.Txid]
+	if slot == nil {
+		slot = new(readerSlot)
+		db.readers[meta.Txid] = slot
+	}
+	slot.n++
+	slot.hwm = meta.HWM
 	db.openReaders++
 	db.stats.TxN++
 	// Invariant: the writer makes the mapping cover a state's HWM before
@@ -302,9 +319,10 @@ func (db *DB) endRO(tx *Tx) {
 	tx.view.Release()
 	db.mu.Lock()
 	txid := tx.meta.Txid
-	if db.readers[txid]--; db.readers[txid] <= 0 {
-		delete(db.readers, txid)
-		delete(db.readerHWM, txid)
+	if slot := db.readers[txid]; slot != nil {
+		if slot.n--; slot.n <= 0 && txid != db.cur.Txid {
+			delete(db.readers, txid)
+		}
 	}
 	db.openReaders--
 	db.stats.TxStats.add(&tx.stats)
@@ -339,7 +357,11 @@ func (db *DB) beginRW() (*Tx, error) {
 	// The same bound for young frees (spacemap.ReleaseYoung): every open
 	// snapshot, and db.cur for the readers that begin later.
 	snaps := append(db.snapshotBuf[:0], db.cur.Txid)
-	for txid := range db.readers {
+	for txid, slot := range db.readers {
+		if slot.n <= 0 {
+			delete(db.readers, txid)
+			continue
+		}
 		snaps = append(snaps, txid)
 	}
 	db.snapshotBuf = snaps

@@ -59,8 +59,7 @@ func openFS(fs vfs.FS, path string, mode os.FileMode, options *Options) (*DB, er
 		MaxBatchSize:   DefaultMaxBatchSize,
 		MaxBatchDelay:  DefaultMaxBatchDelay,
 		AllocSize:      DefaultAllocSize,
-		readers:        make(map[uint64]int),
-		readerHWM:      make(map[uint64]uint64),
+		readers:        make(map[uint64]*readerSlot),
 		logger:         opts.Logger,
 	}
 	if db.logger == nil {
