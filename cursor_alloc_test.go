@@ -12,11 +12,11 @@ func firstKeyIs(b *Bucket, want []byte) bool {
 	return bytes.Equal(k, want)
 }
 
-// TestCursorNotKeptDoesNotAllocate pins what design §5.1 says: Bucket.Cursor
-// inlines, so a cursor its caller does not keep stays on the caller's
-// stack: past the stacks a read transaction lends, it allocates its stack
-// and nothing else. A change that makes Cursor too big to inline, or lets init keep
-// a pointer to the cursor, fails here.
+// TestCursorNotKeptDoesNotAllocate pins what design §5.1 says:
+// Bucket.Cursor inlines, so a cursor its caller does not keep stays on the
+// caller's stack: past the stacks a read transaction lends, it allocates
+// its stack and nothing else. A change that makes Cursor too big to
+// inline, or lets init keep a pointer to the cursor, fails here.
 func TestCursorNotKeptDoesNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's instrumentation allocates")

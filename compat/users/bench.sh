@@ -47,7 +47,7 @@ results="${work}/results"
 i=0
 for entry in "${benches[@]}"; do
   read -r how mv pkg regexp <<<"${entry}"
-  name="$(basename "${mv%@*}")-$(echo "${mv#*@}" | tr -c 'a-zA-Z0-9.\n' '-')"
+  name=$(users_dirname "${mv}")
   for engine in bbolt rivet; do
     src="${work}/${engine}/${name}"
     if [ ! -d "${src}" ]; then
@@ -72,7 +72,7 @@ for round in $(seq 1 "${rounds}"); do
   i=0
   for entry in "${benches[@]}"; do
     read -r how mv pkg regexp <<<"${entry}"
-    name="$(basename "${mv%@*}")-$(echo "${mv#*@}" | tr -c 'a-zA-Z0-9.\n' '-')"
+    name=$(users_dirname "${mv}")
     # The engine that goes first alternates, so that neither always runs
     # on a disk the other has just dirtied.
     order="bbolt rivet"

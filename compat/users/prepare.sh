@@ -66,6 +66,12 @@ users_prepare() {
   )
 }
 
+# users_dirname module@version: a directory name for the module's copy,
+# e.g. bolthold-v0.0.0-20240314194003-30aac6950928.
+users_dirname() {
+  echo "$(basename "${1%@*}")-$(echo "${1#*@}" | tr -c 'a-zA-Z0-9.\n' '-')"
+}
+
 # users_links_rivet pkgs...: whether the packages (run from the module's
 # directory) build with rivet in them. The dependency list is captured
 # first: grep -q closing the pipe early would kill go list with SIGPIPE.

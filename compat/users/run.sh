@@ -43,7 +43,7 @@ trap 'chmod -R u+w "${work}" 2>/dev/null; rm -rf "${work}"' EXIT
 
 for entry in "${suites[@]}"; do
   read -r how mv pkgs <<<"${entry}"
-  src="${work}/$(basename "${mv%@*}")-$(echo "${mv#*@}" | tr -c 'a-zA-Z0-9.\n' '-')"
+  src="${work}/$(users_dirname "${mv}")"
   users_prepare "${how}" "${mv}" "${src}"
   (
     cd "${src}"
