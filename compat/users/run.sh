@@ -36,6 +36,14 @@ suites=(
   "replace go.etcd.io/etcd/server/v3@v3.7.3 ./storage/... ./etcdserver ./etcdserver/api/etcdhttp ./etcdserver/api/v3compactor ./etcdserver/api/v3rpc ./etcdserver/apply ./etcdserver/cindex ./etcdserver/txn ./embed ./config"
 )
 
+# Tests left out, each failing on bbolt as well: bolthold's
+# TestIssue139SortOnSequenceKey failed 1 of 200 runs on rivet and 1 of 200
+# on bbolt v1.5.0 (go test -count=200, measured here); it made one CI run
+# fail.
+declare -A skips=(
+  [github.com/timshannon/bolthold]='^TestIssue139SortOnSequenceKey$'
+)
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/rivet-users.XXXXXX")
 trap 'chmod -R u+w "${work}" 2>/dev/null; rm -rf "${work}"' EXIT
 # shellcheck source=compat/users/prepare.sh
@@ -52,7 +60,11 @@ for entry in "${suites[@]}"; do
       echo "${mv}: the packages do not build with rivet" >&2
       exit 1
     fi
+    skip=()
+    if [ -n "${skips[${mv%@*}]:-}" ]; then
+      skip=(-skip "${skips[${mv%@*}]}")
+    fi
     # shellcheck disable=SC2086 # pkgs is a list of patterns
-    go test -vet=off -count=1 "$@" ${pkgs}
+    go test -vet=off -count=1 "${skip[@]}" "$@" ${pkgs}
   )
 done
