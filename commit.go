@@ -69,6 +69,11 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 	if tx.env.Err != nil {
 		return nil, noWait, tx.env.Err
 	}
+	if !tx.lazy {
+		// bbolt reads MaxSize and NoSync while it commits: a program may
+		// have changed them inside the transaction.
+		db.applyFields()
+	}
 	if db.durability().syncsEachCommit() && !tx.lazy {
 		// A flush follows this commit: start writing its pages while
 		// Spill encodes the rest (btree.Env.WriteEarly).

@@ -17,45 +17,70 @@ import (
 // DB is a database: one file holding a tree of buckets. Any number of read
 // transactions may run at once, beside at most one write transaction.
 //
-// The exported fields mirror bbolt's; those that control writing may be
-// changed after Open, before the next transaction begins.
+// The exported fields are bbolt's. Open sets them from Options (and the
+// defaults); a program may change them on an open DB, between its own
+// transactions or inside a write transaction, and each takes effect when
+// bbolt v1.5 reads it: MaxSize and NoSync when a write transaction begins
+// and again when it commits, StrictMode at each commit, MaxBatchSize and
+// MaxBatchDelay at each Batch call. The others are accepted and have no
+// effect (see each field). Changing a field while another goroutine uses
+// the DB is a data race, as in bbolt.
 type DB struct {
 	// StrictMode runs a full Check after every commit and returns its first
-	// problem as the commit's error. Slow; for tests.
+	// problem as the commit's error (bbolt panics with it). Slow; for tests.
+	// Read at each commit.
 	StrictMode bool
 
-	// NoSync skips the flush at commit (see Options.NoSync).
+	// NoSync skips the flush at commit: Durability None (see
+	// Options.NoSync) while set. Read when a write transaction begins and
+	// when it commits; a commit made under NoSync is durable after the
+	// next flush (DB.Sync, Close, or a later commit's sync point).
 	NoSync bool
 
-	// NoFreelistSync is accepted for bbolt compatibility and has no effect.
+	// NoFreelistSync is accepted for bbolt compatibility and has no effect:
+	// rivet has no freelist to write (its free-space maps are written only
+	// where a commit changed them).
 	NoFreelistSync bool
 
-	// FreelistType is accepted for bbolt compatibility and has no effect.
+	// FreelistType is accepted for bbolt compatibility and has no effect:
+	// rivet has one free-space structure.
 	FreelistType FreelistType
 
-	// NoGrowSync is accepted for bbolt compatibility and has no effect.
+	// NoGrowSync is accepted for bbolt compatibility and has no effect: the
+	// commit's own flush covers the file's new length.
 	NoGrowSync bool
 
-	// PreLoadFreelist is accepted for bbolt compatibility and has no effect.
+	// PreLoadFreelist is accepted for bbolt compatibility and has no
+	// effect: free space is loaded a region at a time, when needed.
 	PreLoadFreelist bool
 
-	// MmapFlags is accepted for bbolt compatibility and has no effect.
+	// MmapFlags is accepted for bbolt compatibility and has no effect:
+	// rivet maps the file read-only and shared, reserving address space
+	// ahead of it.
 	MmapFlags int
 
-	// MaxBatchSize is the largest batch Batch builds; <= 0 disables batching.
+	// MaxBatchSize is the largest batch Batch builds; <= 0 disables
+	// batching. Read by each Batch call.
 	MaxBatchSize int
 
 	// MaxBatchDelay is how long Batch waits for more calls before running.
+	// Read by each Batch call that starts a batch.
 	MaxBatchDelay time.Duration
 
-	// AllocSize is accepted for bbolt compatibility; the pager grows the file
-	// in its own steps.
+	// AllocSize is accepted for bbolt compatibility and has no effect: the
+	// file grows by doubling below 16 MiB and by 1/16 of its size (1 to
+	// 16 MiB) above.
 	AllocSize int
 
-	// MaxSize caps the file size in bytes when positive.
+	// MaxSize caps the file size in bytes when positive: a commit whose
+	// pages do not fit below it fails with errors.ErrMaxSizeReached (free
+	// pages below the cap are still used). Read when a write transaction
+	// begins and when it commits. Lowering it below the file's size never
+	// shrinks the file; it stops growth.
 	MaxSize int
 
-	// Mlock is accepted for bbolt compatibility and has no effect.
+	// Mlock is accepted for bbolt compatibility and has no effect: the map
+	// is not locked into memory.
 	Mlock bool
 
 	path     string
@@ -101,6 +126,11 @@ type DB struct {
 	spaceStats spacemap.Stats // copied after each commit, for Stats()
 
 	latched error // first failed write or flush; refuses writes (guarded by mu)
+
+	// noSync and maxSizeApplied are the values of NoSync and MaxSize in
+	// force (applyFields); maxSizeApplied is guarded by writer.
+	noSync         atomic.Bool
+	maxSizeApplied int
 
 	// head is the newest committed state, which the next write transaction
 	// builds on; in Full mode it may be ahead of cur (not yet durable).
@@ -287,7 +317,11 @@ func (db *DB) oldestReader() uint64 {
 // keeps the pages it sees from being reused.
 func (db *DB) Begin(writable bool) (*Tx, error) {
 	if writable {
-		return db.beginRW()
+		tx, err := db.beginRW()
+		if err == nil {
+			db.applyFields()
+		}
+		return tx, err
 	}
 	return db.beginRO()
 }
@@ -468,9 +502,9 @@ func (db *DB) latchedErr() error {
 }
 
 // durability returns the mode in force; NoSync (bbolt's field, settable
-// after Open) means None.
+// after Open and applied by the next write transaction) means None.
 func (db *DB) durability() Durability {
-	if db.NoSync {
+	if db.noSync.Load() {
 		return None
 	}
 	return db.opts.Durability

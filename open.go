@@ -65,6 +65,8 @@ func openFS(fs vfs.FS, path string, mode os.FileMode, options *Options) (*DB, er
 	if db.logger == nil {
 		db.logger = discardLogger{}
 	}
+	db.noSync.Store(db.NoSync)
+	db.maxSizeApplied = db.MaxSize
 	db.readersGone = sync.NewCond(&db.mu)
 	db.syncCond = sync.NewCond(&db.syncMu)
 
@@ -160,7 +162,7 @@ func (db *DB) load(fs vfs.FS) error {
 		// its maps, and perhaps its data, are gone. bbolt's words.
 		return fmt.Errorf("%w: file size too small: %d bytes, but a file with %d-byte pages is at least %d", rerrors.ErrInvalid, size, ps, int64(page.MinPages)*int64(ps))
 	}
-	p, err := pager.Open(db.file, pager.Options{PageSize: ps, InitialMmapSize: int64(db.opts.InitialMmapSize), MaxSize: int64(db.MaxSize), ReadOnly: db.readOnly})
+	p, err := pager.Open(db.file, pager.Options{PageSize: ps, InitialMmapSize: int64(db.opts.InitialMmapSize), MaxSize: int64(max(db.maxSizeApplied, 0)), ReadOnly: db.readOnly})
 	if err != nil {
 		return err
 	}
@@ -195,10 +197,6 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	if err := db.pager.EnsureMapped(meta.HWM); err != nil {
 		return err
 	}
-	maxPages := page.MaxRegions(db.pageSize) * page.RegionPages(db.pageSize)
-	if db.MaxSize > 0 && uint64(db.MaxSize/db.pageSize) < maxPages {
-		maxPages = uint64(db.MaxSize / db.pageSize)
-	}
 	space, err := spacemap.New(spacemap.Config{
 		PageSize:        db.pageSize,
 		HWM:             meta.HWM,
@@ -207,7 +205,7 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 		FirstFreeRegion: meta.FirstFreeRegion,
 		FreePages:       meta.FreePages,
 		Delta:           meta.Delta,
-		MaxPages:        maxPages,
+		MaxPages:        maxPagesFor(db.pageSize, db.maxSizeApplied),
 		Loader:          db.pager,
 	})
 	if err != nil {
@@ -248,7 +246,9 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	db.opened = true
 	db.mu.Unlock()
 	if !db.readOnly {
-		if d := db.durability(); d.mode == modePeriodic {
+		// Periodic even under NoSync: the program may clear NoSync later
+		// (the syncer skips its ticks while NoSync is in force).
+		if d := db.opts.Durability; d.mode == modePeriodic {
 			db.bgStop = make(chan struct{})
 			db.bgDone = make(chan struct{})
 			go db.periodicSyncer(d.interval)
@@ -532,7 +532,7 @@ func (db *DB) create(fs vfs.FS) error {
 		return fmt.Errorf("rivet: page size %d is not supported: it must be a power of two from %d to %d bytes", ps, page.MinPageSize, page.MaxPageSize)
 	}
 	db.pageSize = ps
-	p, err := pager.Open(db.file, pager.Options{PageSize: ps, InitialMmapSize: int64(db.opts.InitialMmapSize), MaxSize: int64(db.MaxSize)})
+	p, err := pager.Open(db.file, pager.Options{PageSize: ps, InitialMmapSize: int64(db.opts.InitialMmapSize), MaxSize: int64(max(db.maxSizeApplied, 0))})
 	if err != nil {
 		return err
 	}

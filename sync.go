@@ -260,6 +260,9 @@ func (db *DB) periodicSyncer(interval time.Duration) {
 		case <-db.bgStop:
 			return
 		case <-t.C:
+			if db.noSync.Load() {
+				continue
+			}
 			if err := db.syncThrough(db.headTxid(), false); err != nil {
 				db.logger.Errorf("periodic sync point: %v", err)
 				return

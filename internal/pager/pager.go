@@ -520,6 +520,14 @@ func (p *Pager) grow(need int64) error {
 	return nil
 }
 
+// SetMaxSize replaces Options.MaxSize (0 or less: unlimited) for the
+// growth that follows; the file is never cut to meet it.
+func (p *Pager) SetMaxSize(size int64) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	p.maxSize = max(size, 0)
+}
+
 // Truncate cuts the file to size bytes if it is longer, so that pages past
 // size are given back to the file system. The caller guarantees that no
 // state that can still be read or recovered reaches past size (docs/design.md

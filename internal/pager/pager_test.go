@@ -457,6 +457,37 @@ func TestEnsureMappedGrowsFile(t *testing.T) {
 	}
 }
 
+// TestSetMaxSize: a cap set on an open pager bounds the growth that
+// follows, never cuts the file, and 0 lifts it.
+func TestSetMaxSize(t *testing.T) {
+	f := openFile(t, vfs.NewMem(), "db")
+	p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 16 * ps, GrowSize: 16 * ps})
+	if err := p.EnsureMapped(8); err != nil {
+		t.Fatal(err)
+	}
+	p.SetMaxSize(6 * ps)
+	if err := p.EnsureMapped(8); err != nil {
+		t.Fatalf("a cap below the file's size refused what the file holds: %v", err)
+	}
+	if err := p.EnsureMapped(9); !errors.Is(err, rerrors.ErrMaxSizeReached) {
+		t.Fatalf("growth past the cap: %v, want ErrMaxSizeReached", err)
+	}
+	if s, _ := f.Size(); s != 8*ps {
+		t.Fatalf("size %d pages, want 8", s/ps)
+	}
+	p.SetMaxSize(12 * ps)
+	if err := p.EnsureMapped(9); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := f.Size(); s != 12*ps {
+		t.Fatalf("size %d pages, want the cap of 12 (doubling cut short)", s/ps)
+	}
+	p.SetMaxSize(0)
+	if err := p.EnsureMapped(40); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestGrowByFraction(t *testing.T) {
 	f := openFile(t, vfs.NewMem(), "db")
 	const start = 20000 // 78 MiB: past the default GrowSize

@@ -424,6 +424,12 @@ func New(cfg Config) (*Map, error) {
 // HWM returns the high-water mark, including the open transaction's growth.
 func (m *Map) HWM() uint64 { return m.hwm }
 
+// SetMaxPages replaces Config.MaxPages (0: unlimited) for the allocations
+// that follow, inside a transaction or between them. A bound below the HWM
+// refuses growth only: runs below the HWM stay allocatable, as bbolt's
+// freelist pages do under a lowered DB.MaxSize.
+func (m *Map) SetMaxPages(n uint64) { m.maxPages = n }
+
 // regionCount returns ceil(HWM/R).
 func (m *Map) regionCount() uint64 { return (m.hwm + m.rp - 1) / m.rp }
 

@@ -452,6 +452,28 @@ func TestMaxPages(t *testing.T) {
 	m.Commit()
 }
 
+// TestSetMaxPages: a bound set on an open map applies to the allocations
+// that follow, in the same transaction; below the HWM it refuses growth,
+// and 0 lifts it.
+func TestSetMaxPages(t *testing.T) {
+	m, _ := fresh(t)
+	m.Begin(1)
+	mustAllocAt(t, m, 10, 4)
+	m.SetMaxPages(12)
+	if _, err := m.Allocate(1); !errors.Is(err, rerrors.ErrMaxSizeReached) {
+		t.Fatalf("growth past a lowered bound: %v, want ErrMaxSizeReached", err)
+	}
+	m.Commit()
+	m.Begin(2)
+	if _, err := m.Allocate(20); !errors.Is(err, rerrors.ErrMaxSizeReached) {
+		t.Fatalf("growth past a lowered bound: %v, want ErrMaxSizeReached", err)
+	}
+	m.SetMaxPages(0)
+	mustAllocAt(t, m, 20, 14)
+	m.Commit()
+	mustCheck(t, m)
+}
+
 func TestRegionCrossing(t *testing.T) {
 	m, d := fresh(t)
 	m.Begin(1)
