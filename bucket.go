@@ -28,6 +28,12 @@ type Bucket struct {
 	sequence  uint64
 	seqDirty  bool
 	buckets   childCache // child buckets opened in this transaction
+	// deleted is set when the bucket, or one it is nested in, was deleted
+	// in this transaction. Its tree is no longer part of the file, and
+	// its pages are freed: writing through it (bbolt panics there) would
+	// put nothing anywhere, and a bucket moved out of it would refer to
+	// freed pages, so writes return ErrBucketNotFound.
+	deleted bool
 }
 
 // Tx returns the bucket's transaction.
@@ -61,6 +67,9 @@ func (b *Bucket) checkWrite() error {
 	}
 	if !b.tx.writable {
 		return ErrTxNotWritable
+	}
+	if b.deleted {
+		return ErrBucketNotFound
 	}
 	return nil
 }
@@ -115,6 +124,7 @@ func (b *Bucket) openChild(name []byte, rec page.BucketRecord) *Bucket {
 		parent:      b,
 		name:        bytes.Clone(name),
 		sequence:    rec.Sequence,
+		deleted:     b.deleted,
 	}
 	if rec.Inline != nil {
 		// Invariant: an inline record here was decoded by
@@ -200,43 +210,88 @@ func (b *Bucket) DeleteBucket(name []byte) error {
 	if err := b.checkWrite(); err != nil {
 		return err
 	}
-	v, err := b.childRecord(name)
-	if err != nil {
+	if _, err := b.childRecord(name); err != nil {
 		return err
 	}
-	// The committed tree holds every page the bucket and its descendants
-	// own; changes made in this transaction have no pages yet.
-	rec, err := page.DecodeBucketRecord(b.tree.Root().ID, v)
-	if err != nil {
+	child := b.Bucket(name)
+	if child == nil {
+		return firstErr(b.tx.env.Err, ErrBucketNotFound)
+	}
+	if err := child.freeContents(); err != nil {
 		return err
 	}
-	if c := b.buckets.get(name); c != nil {
-		c.detach()
-		b.buckets.remove(name)
-	}
-	if _, err := b.tree.Delete(name, 0); err != nil {
-		return err
-	}
-	b.tree.DeferFreeAll(rec.Root)
-	return nil
+	child.detach()
+	b.buckets.remove(name)
+	_, err := b.tree.Delete(name, 0)
+	return err
 }
 
-// detach marks a deleted or moved-away bucket object unusable for writes by
-// dropping its cached children; its tree is discarded with it.
+// freeContents frees every committed page that b and the buckets nested in
+// it now own, for DeleteBucket: b's own committed tree (its nodes and
+// blobs; what this transaction wrote has no pages before commit), and each
+// bucket b holds now — through its object if this transaction opened it,
+// since buckets may have been moved into or out of it, or deleted, else its
+// whole committed tree, in which nothing can have changed. A bucket moved
+// out of b earlier in the transaction is no longer in b and keeps its
+// pages; one moved in is freed with b; one deleted was freed then.
+//
+// The frees are made at once, not at commit: b's tree is discarded and
+// never spills. The pages stay readable until the transaction ends (a
+// transaction never reuses what it freed), which reads through a deleted
+// bucket's handle rely on.
+func (b *Bucket) freeContents() error {
+	env := b.tx.env
+	if len(b.buckets.list) == 0 && !b.tree.Dirty() {
+		// Nothing in b was opened or changed: it is as committed.
+		return btree.FreeAll(env, b.tree.Root())
+	}
+	if err := btree.FreeOwn(env, b.tree.Root()); err != nil {
+		return err
+	}
+	c := b.tree.Cursor()
+	for k, v, flags, ok := c.First(); ok; k, v, flags, ok = c.Next() {
+		if flags != page.FlagBucket {
+			continue
+		}
+		if child := b.buckets.get(k); child != nil {
+			if err := child.freeContents(); err != nil {
+				return err
+			}
+			continue
+		}
+		rec, err := page.DecodeBucketRecord(b.tree.Root().ID, v)
+		if err != nil {
+			env.Err = firstErr(env.Err, err)
+			return err
+		}
+		if err := btree.FreeAll(env, rec.Root); err != nil {
+			return err
+		}
+	}
+	return env.Err
+}
+
+// detach marks a deleted bucket object, and the nested ones opened through
+// it, deleted (see Bucket.deleted) and drops its cached children; its tree
+// is discarded with it.
 func (b *Bucket) detach() {
 	for _, c := range b.buckets.list {
 		c.detach()
 	}
 	b.buckets = childCache{}
+	b.deleted = true
 }
 
 // MoveBucket moves the nested bucket name from b into dst, keeping its
 // contents and any changes made to it earlier in the transaction. Errors,
 // in bbolt's order: ErrTxClosed if either bucket's transaction has ended,
 // ErrTxNotWritable if either is read-only, ErrDifferentDB if they belong
-// to different transactions, ErrBucketNotFound or ErrIncompatibleValue if
-// name is not a nested bucket of b, ErrSameBuckets if b is dst, and
-// ErrBucketExists or ErrIncompatibleValue if dst already has the key.
+// to different transactions, ErrBucketNotFound if either was deleted in
+// this transaction (bbolt panics), ErrBucketNotFound or ErrIncompatibleValue if
+// name is not a nested bucket of b, ErrSameBuckets if b is dst,
+// ErrBucketExists or ErrIncompatibleValue if dst already has the key, and
+// ErrIncompatibleValue if dst is the bucket itself or inside it (bbolt
+// moves it there, where nothing reaches it).
 func (b *Bucket) MoveBucket(name []byte, dst *Bucket) error {
 	if b.ended() || dst.ended() {
 		return ErrTxClosed
@@ -246,6 +301,9 @@ func (b *Bucket) MoveBucket(name []byte, dst *Bucket) error {
 	}
 	if dst.tx != b.tx {
 		return errDifferentDB
+	}
+	if b.deleted || dst.deleted {
+		return ErrBucketNotFound
 	}
 	v, err := b.childRecord(name)
 	if err != nil {
@@ -258,16 +316,19 @@ func (b *Bucket) MoveBucket(name []byte, dst *Bucket) error {
 	if child == nil {
 		return firstErr(b.tx.env.Err, ErrBucketNotFound)
 	}
-	for p := dst; p != nil; p = p.parent {
-		if p == child {
-			return fmt.Errorf("%w: cannot move a bucket into itself", ErrIncompatibleValue)
-		}
-	}
 	if _, f, exists := dst.tree.Get(name); exists {
 		if f == page.FlagBucket {
 			return ErrBucketExists
 		}
 		return ErrIncompatibleValue
+	}
+	// Last, as bbolt has no such check: where it answers, rivet answers the
+	// same; where it would move the bucket into itself (and lose it),
+	// rivet refuses.
+	for p := dst; p != nil; p = p.parent {
+		if p == child {
+			return fmt.Errorf("%w: cannot move a bucket into itself", ErrIncompatibleValue)
+		}
 	}
 	if err := dst.tree.Put(name, bytes.Clone(v), page.FlagBucket, 0); err != nil {
 		return err

@@ -2,6 +2,7 @@ package rivet
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand"
@@ -39,6 +40,19 @@ type mbucket struct {
 
 func newMBucket() *mbucket {
 	return &mbucket{kv: map[string][]byte{}, sub: map[string]*mbucket{}}
+}
+
+// holds reports whether x is m or a bucket nested in it.
+func (m *mbucket) holds(x *mbucket) bool {
+	if m == x {
+		return true
+	}
+	for _, s := range m.sub {
+		if s.holds(x) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *mbucket) clone() *mbucket {
@@ -313,7 +327,7 @@ func bucketKinds(t *testing.T, db *DB) (inline, paged int) {
 // randomOps applies ops random operations to the write transaction tx and
 // the same changes to the model m: puts (blobs included), deletes, deletes
 // while iterating, bucket creation and deletion with sequences, and
-// read-backs of what the transaction wrote.
+// moves of nested buckets, and read-backs of what the transaction wrote.
 func randomOps(t *testing.T, rng *rand.Rand, tx *Tx, next *mbucket, ops, pageSize int) error {
 	for j := 0; j < ops; j++ {
 		b, mb := pickBucket(rng, tx, next)
@@ -388,6 +402,34 @@ func randomOps(t *testing.T, rng *rand.Rand, tx *Tx, next *mbucket, ops, pageSiz
 				return fmt.Errorf("delete bucket %q: %w", name, err)
 			}
 			delete(mb.sub, name)
+		case r < 94:
+			// Move a nested bucket into another bucket; deletes of its
+			// old or new parents may follow in the same transaction.
+			if len(mb.sub) == 0 {
+				continue
+			}
+			name := pickName(rng, mb.sub)
+			moved := mb.sub[name]
+			dst, mdst := pickBucket(rng, tx, next)
+			var want error
+			switch _, isValue := mdst.kv[name]; {
+			case mdst == mb:
+				want = errSameBuckets
+			case isValue:
+				want = ErrIncompatibleValue
+			case mdst.sub[name] != nil:
+				want = ErrBucketExists
+			case moved.holds(mdst):
+				want = ErrIncompatibleValue
+			}
+			tracef(t, "move bucket %q from %q to %q (want %v)", name, b.name, dst.name, want)
+			if err := b.MoveBucket([]byte(name), dst); !errors.Is(err, want) || (want == nil && err != nil) {
+				return fmt.Errorf("move bucket %q: %v, want %v", name, err, want)
+			}
+			if want == nil {
+				mdst.sub[name] = moved
+				delete(mb.sub, name)
+			}
 		default:
 			// Read back something just written.
 			if len(mb.kv) > 0 {

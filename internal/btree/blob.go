@@ -188,13 +188,25 @@ func (t *Tree) writeBlob(v []byte) (page.BlobRef, error) {
 }
 
 // FreeAll frees every run of the committed tree rooted at root, including
-// blobs and the trees of nested buckets. Used when a bucket is deleted.
+// blobs and the trees of nested buckets. Used when a bucket is deleted that
+// the transaction did not open (so nothing in it changed).
 func FreeAll(env *Env, root page.Ref) error {
 	t := Open(env, root)
-	return t.freeAll(root, 0, 0)
+	return t.freeAll(root, 0, 0, true)
 }
 
-func (t *Tree) freeAll(ref page.Ref, depth, nest int) error {
+// FreeOwn frees the runs of the committed tree rooted at root that the tree
+// itself owns, its nodes and blobs, and not the trees of the nested buckets
+// its leaves record. Used when a bucket is deleted that the transaction
+// opened: its nested buckets are freed as they are now, not as committed.
+func FreeOwn(env *Env, root page.Ref) error {
+	t := Open(env, root)
+	return t.freeAll(root, 0, 0, false)
+}
+
+// freeAll frees the run ref and what it reaches; nested buckets' trees too
+// if nested.
+func (t *Tree) freeAll(ref page.Ref, depth, nest int, nested bool) error {
 	if ref.IsZero() {
 		return nil
 	}
@@ -210,7 +222,7 @@ func (t *Tree) freeAll(ref page.Ref, depth, nest int) error {
 	}
 	for i := 0; i < p.Count(); i++ {
 		if !p.IsLeaf() {
-			if err := t.freeAll(p.BranchChild(i), depth+1, nest); err != nil {
+			if err := t.freeAll(p.BranchChild(i), depth+1, nest, nested); err != nil {
 				return err
 			}
 			continue
@@ -226,12 +238,15 @@ func (t *Tree) freeAll(ref page.Ref, depth, nest int) error {
 				return err
 			}
 		case page.FlagBucket:
+			if !nested {
+				continue
+			}
 			rec, err := page.DecodeBucketRecord(ref.ID, v)
 			if err != nil {
 				t.env.fail(err)
 				return err
 			}
-			if err := t.freeAll(rec.Root, 0, nest+1); err != nil {
+			if err := t.freeAll(rec.Root, 0, nest+1, true); err != nil {
 				return err
 			}
 		}

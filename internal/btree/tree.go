@@ -33,9 +33,9 @@ type Tree struct {
 	// mods counts structural changes, so cursors know to re-seek.
 	mods uint64
 	// deferred frees of committed runs that this transaction unlinked:
-	// overwritten blobs and deleted nested buckets. They run at Spill, not
-	// when unlinked, so that a tree discarded later (its bucket deleted)
-	// does not free them a second time through FreeAll.
+	// overwritten and deleted blobs. They run at Spill, not when unlinked,
+	// so that a tree discarded later (its bucket deleted) does not free
+	// them a second time through FreeOwn.
 	deferred []func() error
 	scratch  *Cursor
 
@@ -105,15 +105,6 @@ func (t *Tree) Dirty() bool { return t.rootNode != nil || len(t.deferred) > 0 }
 // deferFreeBlob frees the committed blob referenced by raw at Spill.
 func (t *Tree) deferFreeBlob(raw []byte) {
 	t.deferred = append(t.deferred, func() error { return t.freeBlob(raw) })
-}
-
-// DeferFreeAll frees, at Spill, every run of the committed tree rooted at
-// root (a nested bucket this transaction deleted).
-func (t *Tree) DeferFreeAll(root page.Ref) {
-	if root.IsZero() {
-		return
-	}
-	t.deferred = append(t.deferred, func() error { return FreeAll(t.env, root) })
 }
 
 // materialize returns the writable node for ref, reading it if needed.
