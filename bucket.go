@@ -140,17 +140,15 @@ func (b *Bucket) openChild(name []byte, rec page.BucketRecord) *Bucket {
 }
 
 // CreateBucket creates a nested bucket. It fails with ErrBucketExists if the
-// bucket exists, ErrIncompatibleValue if a value has that key,
-// ErrBucketNameRequired for an empty name and ErrKeyTooLarge for a long one.
+// bucket exists, ErrIncompatibleValue if a value has that key and
+// ErrBucketNameRequired for an empty name. As in bbolt, a name may be
+// longer than MaxKeySize, which bounds the keys of values only.
 func (b *Bucket) CreateBucket(name []byte) (*Bucket, error) {
 	if err := b.checkWrite(); err != nil {
 		return nil, err
 	}
 	if len(name) == 0 {
 		return nil, ErrBucketNameRequired
-	}
-	if len(name) > MaxKeySize {
-		return nil, ErrKeyTooLarge
 	}
 	if b.depth >= btree.MaxNesting {
 		return nil, fmt.Errorf("rivet: buckets nest at most %d deep", btree.MaxNesting)
@@ -191,10 +189,25 @@ func (b *Bucket) CreateBucketIfNotExists(name []byte) (*Bucket, error) {
 // childRecord returns the raw bucket record of the nested bucket name:
 // ErrBucketNotFound if there is no such key, ErrIncompatibleValue if it
 // holds a value, or the corruption met looking for it.
+//
+// An empty name in an empty bucket is ErrIncompatibleValue, as in bbolt
+// v1.5: its search finds no element, its byte comparison takes the missing
+// key for a match with the empty name, and the missing element has no
+// bucket flag. Storage conformance suites (wallet drivers') check that
+// answer of DeleteBucket(nil).
 func (b *Bucket) childRecord(name []byte) ([]byte, error) {
 	v, flags, found := b.tree.Get(name)
 	if err := b.tx.env.Err; err != nil {
 		return nil, err
+	}
+	if !found && len(name) == 0 {
+		_, _, _, any := b.tree.Cursor().First()
+		if err := b.tx.env.Err; err != nil {
+			return nil, err
+		}
+		if !any {
+			return nil, ErrIncompatibleValue
+		}
 	}
 	if !found {
 		return nil, ErrBucketNotFound
@@ -365,7 +378,9 @@ func (b *Bucket) Get(key []byte) []byte {
 }
 
 // Put sets key to value. The key is copied; the value must stay unchanged
-// until the transaction ends (as in bbolt).
+// until the transaction ends (as in bbolt). A nil value is stored as an
+// empty one; until the transaction commits, Get and cursors return it as
+// nil, as bbolt's do.
 func (b *Bucket) Put(key, value []byte) error {
 	if err := b.checkWrite(); err != nil {
 		return err
@@ -379,9 +394,9 @@ func (b *Bucket) Put(key, value []byte) error {
 	if int64(len(value)) > MaxValueSize {
 		return ErrValueTooLarge
 	}
-	if value == nil {
-		value = []byte{}
-	}
+	// Invariant: a nil value is kept as nil until commit, so that reads in
+	// the same transaction return nil, as bbolt's do; the committed value
+	// reads back empty and not nil.
 	return guardErr(b.tree.Put(key, value, 0, page.FlagBucket))
 }
 

@@ -11,6 +11,220 @@ import (
 // against bbolt (bench/difftest) found rivet giving differently, and the
 // bugs it found. Each is checked here without bbolt.
 
+// TestEmptyNameOfEmptyBucket: DeleteBucket and MoveBucket with a nil or
+// empty name answer ErrIncompatibleValue on an empty bucket (and an empty
+// DB's top level), ErrBucketNotFound on a bucket that holds anything, as
+// bbolt's do.
+func TestEmptyNameOfEmptyBucket(t *testing.T) {
+	db := openTestDB(t, nil)
+	err := db.Update(func(tx *Tx) error {
+		for _, name := range [][]byte{nil, {}} {
+			if err := tx.DeleteBucket(name); !errors.Is(err, ErrIncompatibleValue) {
+				t.Errorf("Tx.DeleteBucket(%q) on an empty DB: %v, want ErrIncompatibleValue", name, err)
+			}
+		}
+		a, err := tx.CreateBucket([]byte("a"))
+		if err != nil {
+			return err
+		}
+		dst, err := tx.CreateBucket([]byte("dst"))
+		if err != nil {
+			return err
+		}
+		for _, name := range [][]byte{nil, {}} {
+			if err := tx.DeleteBucket(name); !errors.Is(err, ErrBucketNotFound) {
+				t.Errorf("Tx.DeleteBucket(%q) on a DB with buckets: %v, want ErrBucketNotFound", name, err)
+			}
+			if err := a.DeleteBucket(name); !errors.Is(err, ErrIncompatibleValue) {
+				t.Errorf("DeleteBucket(%q) on an empty bucket: %v, want ErrIncompatibleValue", name, err)
+			}
+			if err := a.MoveBucket(name, dst); !errors.Is(err, ErrIncompatibleValue) {
+				t.Errorf("MoveBucket(%q) out of an empty bucket: %v, want ErrIncompatibleValue", name, err)
+			}
+		}
+		if err := a.Put([]byte("k"), []byte("v")); err != nil {
+			return err
+		}
+		for _, name := range [][]byte{nil, {}} {
+			if err := a.DeleteBucket(name); !errors.Is(err, ErrBucketNotFound) {
+				t.Errorf("DeleteBucket(%q) on a bucket with a key: %v, want ErrBucketNotFound", name, err)
+			}
+			if err := a.MoveBucket(name, dst); !errors.Is(err, ErrBucketNotFound) {
+				t.Errorf("MoveBucket(%q) out of a bucket with a key: %v, want ErrBucketNotFound", name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPutNilReadsNilUntilCommit: a value put as nil reads back as nil in
+// its transaction (Get and cursors, where a nil value looks like a nested
+// bucket) and as empty, not nil, once committed, as in bbolt; one put as
+// empty reads back empty throughout.
+func TestPutNilReadsNilUntilCommit(t *testing.T) {
+	db := openTestDB(t, nil)
+	err := db.Update(func(tx *Tx) error {
+		b, err := tx.CreateBucket([]byte("b"))
+		if err != nil {
+			return err
+		}
+		if err := b.Put([]byte("nil"), nil); err != nil {
+			return err
+		}
+		if err := b.Put([]byte("empty"), []byte{}); err != nil {
+			return err
+		}
+		if v := b.Get([]byte("nil")); v != nil {
+			t.Errorf("Get of a nil value in its transaction: %q, want nil", v)
+		}
+		if v := b.Get([]byte("empty")); v == nil || len(v) != 0 {
+			t.Errorf("Get of an empty value in its transaction: %v (nil %t), want empty", v, v == nil)
+		}
+		if k, v := b.Cursor().Seek([]byte("nil")); string(k) != "nil" || v != nil {
+			t.Errorf("Seek to a nil value in its transaction: %q=%v, want nil", k, v)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *Tx) error {
+		b := tx.Bucket([]byte("b"))
+		for _, k := range []string{"nil", "empty"} {
+			if v := b.Get([]byte(k)); v == nil || len(v) != 0 {
+				t.Errorf("committed %s value: %v (nil %t), want empty", k, v, v == nil)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTxForEachVisitsTopLevelValues: a plain value stored at the top level
+// (through Tx.Cursor().Bucket(), which bbolt allows) is visited by
+// Tx.ForEach with a nil bucket, as bbolt does.
+func TestTxForEachVisitsTopLevelValues(t *testing.T) {
+	db := openTestDB(t, nil)
+	err := db.Update(func(tx *Tx) error {
+		if _, err := tx.CreateBucket([]byte("a")); err != nil {
+			return err
+		}
+		if err := tx.Cursor().Bucket().Put([]byte("b"), []byte("value")); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucket([]byte("c"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *Tx) error {
+		var got []string
+		if err := tx.ForEach(func(name []byte, b *Bucket) error {
+			got = append(got, fmt.Sprintf("%s:%t", name, b != nil))
+			return nil
+		}); err != nil {
+			return err
+		}
+		if want := "[a:true b:false c:true]"; fmt.Sprint(got) != want {
+			t.Errorf("Tx.ForEach visited %v, want %s", got, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLongBucketNames: bucket names longer than MaxKeySize are accepted, as
+// bbolt accepts them (MaxKeySize bounds the keys of values); they survive
+// a reopen, separate branch keys on small pages, and free their pages when
+// deleted.
+func TestLongBucketNames(t *testing.T) {
+	db := openTestDB(t, &Options{PageSize: 1024})
+	names := [][]byte{bytes.Repeat([]byte("n"), MaxKeySize+1), bytes.Repeat([]byte("m"), 100_000)}
+	err := db.Update(func(tx *Tx) error {
+		for i := range 2000 {
+			if _, err := tx.CreateBucket(fmt.Appendf(nil, "b%05d", i)); err != nil {
+				return err
+			}
+		}
+		for _, n := range names {
+			b, err := tx.CreateBucket(n)
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte("k"), []byte("v")); err != nil {
+				return err
+			}
+			if _, err := tx.Bucket([]byte("b01000")).CreateBucketIfNotExists(n); err != nil {
+				return err
+			}
+		}
+		if err := tx.Bucket([]byte("b00001")).Put(names[0], nil); !errors.Is(err, ErrKeyTooLarge) {
+			t.Errorf("Put with a key over MaxKeySize: %v, want ErrKeyTooLarge", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.reopen()
+	err = db.Update(func(tx *Tx) error {
+		for _, n := range names {
+			if b := tx.Bucket(n); b == nil || string(b.Get([]byte("k"))) != "v" {
+				return fmt.Errorf("bucket with a %d-byte name lost", len(n))
+			}
+			if k, _ := tx.Cursor().Seek(n); !bytes.Equal(k, n) {
+				return fmt.Errorf("Seek to a %d-byte name found %d bytes", len(n), len(k))
+			}
+			if err := tx.DeleteBucket(n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMoveBucketIntoItselfNamesClash: moving a bucket into itself when it
+// holds a nested bucket of its own name is ErrBucketExists (bbolt's
+// destination check answers first); without the clash rivet refuses with
+// ErrIncompatibleValue, where bbolt would move the bucket out of reach.
+func TestMoveBucketIntoItselfNamesClash(t *testing.T) {
+	db := openTestDB(t, nil)
+	err := db.Update(func(tx *Tx) error {
+		b, err := tx.CreateBucket([]byte("b"))
+		if err != nil {
+			return err
+		}
+		if _, err := b.CreateBucket([]byte("b")); err != nil {
+			return err
+		}
+		if err := tx.MoveBucket([]byte("b"), nil, b); !errors.Is(err, ErrBucketExists) {
+			t.Errorf("move b into itself, which holds b: %v, want ErrBucketExists", err)
+		}
+		c, err := tx.CreateBucket([]byte("c"))
+		if err != nil {
+			return err
+		}
+		if err := tx.MoveBucket([]byte("c"), nil, c); !errors.Is(err, ErrIncompatibleValue) {
+			t.Errorf("move c into itself: %v, want ErrIncompatibleValue", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestWritesThroughDeletedBucket: after DeleteBucket, writes through the
 // deleted bucket's handle, or a handle of a bucket inside it, return
 // ErrBucketNotFound (bbolt panics), and MoveBucket refuses it as source

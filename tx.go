@@ -240,12 +240,14 @@ func (tx *Tx) MoveBucket(child []byte, src, dst *Bucket) error {
 	return src.MoveBucket(child, dst)
 }
 
-// ForEach calls fn for each top-level bucket, in name order.
+// ForEach calls fn for each top-level key, in name order, with its bucket.
+// A plain value stored at the top level (through Tx.Cursor().Bucket(), as
+// bbolt allows) is visited too, with a nil bucket, as in bbolt.
 func (tx *Tx) ForEach(fn func(name []byte, b *Bucket) error) error {
 	if tx.ended() {
 		return ErrTxClosed
 	}
-	return tx.root.ForEachBucket(func(k []byte) error {
+	return tx.root.ForEach(func(k, _ []byte) error {
 		return fn(k, tx.root.Bucket(k))
 	})
 }
