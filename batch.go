@@ -9,14 +9,14 @@ import (
 
 // Batch runs fn as part of a batch: calls from several goroutines are
 // gathered (up to DB.MaxBatchSize calls, or DB.MaxBatchDelay) and run in one
-// write transaction, so they share one commit. It has bbolt's semantics: if
-// one fn returns an error, the batch is retried without it and that fn is
-// then run alone, so fn may run more than once and must be idempotent; the
-// error fn returns alone is Batch's error.
+// write transaction, so they share one commit. Each call reads both fields,
+// as bbolt's does, so changes to them apply to the next call. It has bbolt's
+// semantics: if one fn returns an error, the batch is retried without it
+// and that fn is then run alone, so fn may run more than once and must be
+// idempotent; the error fn returns alone is Batch's error.
 //
-// rivet commits cost one flush, and concurrent Update calls will share
-// flushes once group commit lands; Batch is kept for programs written for
-// bbolt.
+// Concurrent Update calls share flushes too (group commit); Batch is kept
+// for programs written for bbolt.
 func (db *DB) Batch(fn func(*Tx) error) error {
 	errCh := make(chan error, 1)
 	db.batchMu.Lock()

@@ -13,9 +13,10 @@ import (
 type Bucket struct {
 	// FillPercent is how full split pages are packed; raise it (up to 1.0)
 	// for workloads that insert mostly in key order. Set it on each
-	// transaction's Bucket. A node that received only appends after its
-	// last key in the transaction is packed full whatever FillPercent says
-	// (docs/design.md §2.4), so sequences and logs need no setting.
+	// transaction's Bucket: it is read when the transaction commits, as in
+	// bbolt. A node that received only appends after its last key in the
+	// transaction is packed full whatever FillPercent says (docs/design.md
+	// §2.4), so sequences and logs need no setting.
 	FillPercent float64
 
 	tx        *Tx

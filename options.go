@@ -70,12 +70,13 @@ type Options struct {
 	PageSize int
 
 	// MaxSize, if positive, caps the file size in bytes; a commit that needs
-	// more fails with errors.ErrMaxSizeReached.
+	// more fails with errors.ErrMaxSizeReached. DB.MaxSize changes it on the
+	// open DB.
 	MaxSize int
 
 	// NoSync is bbolt's option: true means Durability None. Unlike bbolt's,
 	// it cannot corrupt the file: a crash loses the commits since the last
-	// DB.Sync or Close, nothing more.
+	// DB.Sync or Close, nothing more. DB.NoSync changes it on the open DB.
 	NoSync bool
 
 	// Durability says when commits become durable: Full (the default),
