@@ -369,6 +369,11 @@ func formatTrace(ops []op) string {
 	return b.String()
 }
 
+// maxTraceLines bounds the calls a failure prints: a trace that shrinking
+// could not cut down is shown by its end, where the failing transaction
+// is (the seed replays the rest).
+const maxTraceLines = 300
+
 // pageSizeOf is the page size of both files in the run of seed s: 1 KiB
 // (rivet's smallest; deep trees from few keys) or 4 KiB, by turns.
 func pageSizeOf(s int64) int {
@@ -456,7 +461,11 @@ func TestDifferential(t *testing.T) {
 			if f == nil {
 				t.Fatalf("the trace did not fail when replayed; full trace:\n%s", formatTrace(trace[:min(fail.at+1, len(trace))]))
 			}
-			t.Fatalf("shortest failing trace (%d calls; it fails at call %d: %v), with both engines' answers:\n%s", len(short), f.at, f.err, replay.String())
+			answers := replay.String()
+			if lines := strings.SplitAfter(answers, "\n"); len(lines) > maxTraceLines {
+				answers = fmt.Sprintf("(the first %d calls left out)\n", len(lines)-maxTraceLines) + strings.Join(lines[len(lines)-maxTraceLines:], "")
+			}
+			t.Fatalf("shortest failing trace (%d calls; it fails at call %d: %v), with both engines' answers:\n%s", len(short), f.at, f.err, answers)
 		}
 		calls += len(h.trace)
 		commits += h.commits

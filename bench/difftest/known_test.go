@@ -52,8 +52,9 @@ const (
 	// nodes, and it answers from the last committed pages, from the meta
 	// page, or panics (a write asserts that the node map exists); rivet
 	// answers reads from the bucket as it was when deleted and refuses
-	// writes with ErrBucketNotFound. A write bbolt panicked in may have
-	// changed its tree half-way, so the transaction is rolled back.
+	// writes with ErrBucketNotFound. A write there may have changed bbolt's
+	// tree (MoveBucket into a deleted bucket takes the bucket out of its
+	// source, then loses it or panics), so the transaction is rolled back.
 	ruleDeletedCall = "call through a bucket deleted in the same transaction: bbolt's answer is undefined or a panic"
 	// A write through a handle opened before its bucket was moved away in
 	// the same transaction: bbolt's object is cut off from the tree and
@@ -147,11 +148,11 @@ func judge(m *model, o op, rb, rr result) verdict {
 	if b := m.detachedVia(o); b >= 0 {
 		switch {
 		case m.buckets[b].deleted && rb.out != rr.out:
-			// A bbolt write that panicked may have done half its work
-			// (MoveBucket takes the bucket out of its source before it
-			// fails to put it into a deleted destination).
-			half := rb.panicked && (writes(o.Kind) || o.Kind == kTxMoveBucket)
-			return verdict{rule: ruleDeletedCall, rollback: half && m.live(m.buckets[b].tx)}
+			// A bbolt write there may have changed its tree, in full or
+			// half-way (MoveBucket takes the bucket out of its source,
+			// then puts it into the deleted destination or panics).
+			w := writes(o.Kind) || o.Kind == kTxMoveBucket
+			return verdict{rule: ruleDeletedCall, rollback: w && m.live(m.buckets[b].tx)}
 		case !m.buckets[b].deleted && m.live(m.buckets[b].tx) && (writes(o.Kind) || o.Kind == kTxMoveBucket):
 			// rivet's handle follows the move: the write succeeds where
 			// bbolt's does, into the bucket where it now is (or fails
