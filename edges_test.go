@@ -419,3 +419,47 @@ func TestDeleteBucketAfterMoves(t *testing.T) {
 		})
 	}
 }
+
+// TestTxMoveBucketOfEndedTx: Tx.MoveBucket uses its transaction only for a
+// nil source or destination, as bbolt's does: called on an ended
+// transaction with two buckets of a live one, it moves between them; with
+// a nil it returns ErrTxClosed.
+func TestTxMoveBucketOfEndedTx(t *testing.T) {
+	db := openTestDB(t, nil)
+	ended, err := db.Begin(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ended.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *Tx) error {
+		src, err := tx.CreateBucket([]byte("src"))
+		if err != nil {
+			return err
+		}
+		dst, err := tx.CreateBucket([]byte("dst"))
+		if err != nil {
+			return err
+		}
+		if _, err := src.CreateBucket([]byte("child")); err != nil {
+			return err
+		}
+		if err := ended.MoveBucket([]byte("child"), src, nil); !errors.Is(err, ErrTxClosed) {
+			t.Errorf("ended Tx.MoveBucket to its top level: %v, want ErrTxClosed", err)
+		}
+		if err := ended.MoveBucket([]byte("child"), nil, dst); !errors.Is(err, ErrTxClosed) {
+			t.Errorf("ended Tx.MoveBucket from its top level: %v, want ErrTxClosed", err)
+		}
+		if err := ended.MoveBucket([]byte("child"), src, dst); err != nil {
+			return fmt.Errorf("ended Tx.MoveBucket between a live transaction's buckets: %w", err)
+		}
+		if src.Bucket([]byte("child")) != nil || dst.Bucket([]byte("child")) == nil {
+			t.Error("the bucket did not move")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

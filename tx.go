@@ -226,16 +226,20 @@ func (tx *Tx) DeleteBucket(name []byte) error {
 }
 
 // MoveBucket moves the bucket child from src to dst; a nil src or dst means
-// the top level. Its errors are MoveBucket's (see Bucket.MoveBucket).
+// the top level of tx. Its errors are MoveBucket's (see Bucket.MoveBucket).
+// As in bbolt, tx itself matters only for a nil src or dst: with both
+// given, the move is theirs, whatever became of tx.
 func (tx *Tx) MoveBucket(child []byte, src, dst *Bucket) error {
-	if tx.ended() {
-		return ErrTxClosed
-	}
-	if src == nil {
-		src = tx.root
-	}
-	if dst == nil {
-		dst = tx.root
+	if src == nil || dst == nil {
+		if tx.ended() {
+			return ErrTxClosed
+		}
+		if src == nil {
+			src = tx.root
+		}
+		if dst == nil {
+			dst = tx.root
+		}
 	}
 	return src.MoveBucket(child, dst)
 }

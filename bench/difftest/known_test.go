@@ -12,8 +12,12 @@ type verdict struct {
 }
 
 // opTx returns the transaction o acts in, or -1 for calls on the DB.
+// Tx.MoveBucket with a source and a destination acts in the source's
+// (the receiver is not used; see Tx.MoveBucket).
 func (m *model) opTx(o op) int {
 	switch {
+	case o.Kind == kTxMoveBucket && o.B >= 0 && o.B2 >= 0:
+		return m.buckets[o.B].tx
 	case o.Kind.onTx():
 		return o.T
 	case o.Kind.onBucket():

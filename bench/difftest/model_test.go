@@ -243,7 +243,7 @@ func (m *model) moveArgs(o op) (tx int, src, dst string) {
 		s := m.buckets[o.B]
 		tx, src = s.tx, s.path
 	} else {
-		tx = o.T
+		tx = m.opTx(o)
 		if o.B >= 0 {
 			src = m.buckets[o.B].path
 		}
