@@ -281,16 +281,23 @@ var rivetKit = &kit[*rivet.Bucket]{stats: func(b *rivet.Bucket) Stats {
 }}
 
 // boltEngine is bbolt v1.5.0 without flushes. Its map is reserved at
-// 1 GiB: bbolt remaps a growing file only once every read transaction has
-// ended, and the harness keeps read transactions open across commits in
-// one goroutine, which would wait for itself.
+// boltMapSize: bbolt remaps a growing file only once every read
+// transaction has ended, and the harness keeps read transactions open
+// across commits in one goroutine, which would wait for itself (see
+// harness.boltTooBig). NoFreelistSync keeps bbolt from writing its whole
+// freelist, in one run of pages, at every commit: fragmented by large
+// values on 1 KiB pages, its file otherwise grew past 1 GiB in a
+// 200,000-call run (rivet's: 5 MiB), and its map with it.
 var boltEngine = engine{name: "bbolt", open: func(path string, readOnly bool, pageSize int) (DB, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, ReadOnly: readOnly, InitialMmapSize: 1 << 30, PageSize: pageSize})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoFreelistSync: true, ReadOnly: readOnly, InitialMmapSize: boltMapSize, PageSize: pageSize})
 	if err != nil {
 		return nil, err
 	}
 	return gDB[*bolt.DB, *bolt.Tx, *bolt.Bucket, *bolt.Cursor]{db, boltKit}, nil
 }}
+
+// boltMapSize is the map bbolt reserves (address space, not memory).
+const boltMapSize = 2 << 30
 
 // rivetEngine is rivet without flushes.
 var rivetEngine = engine{name: "rivet", open: func(path string, readOnly bool, pageSize int) (DB, error) {
