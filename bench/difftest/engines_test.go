@@ -284,12 +284,15 @@ var rivetKit = &kit[*rivet.Bucket]{stats: func(b *rivet.Bucket) Stats {
 // boltMapSize: bbolt remaps a growing file only once every read
 // transaction has ended, and the harness keeps read transactions open
 // across commits in one goroutine, which would wait for itself (see
-// harness.boltTooBig). NoFreelistSync keeps bbolt from writing its whole
-// freelist, in one run of pages, at every commit: fragmented by large
-// values on 1 KiB pages, its file otherwise grew past 1 GiB in a
-// 200,000-call run (rivet's: 5 MiB), and its map with it.
+// harness.boltTooBig). bbolt writes its whole freelist, in one run of
+// pages, at every commit: fragmented by large values on 1 KiB pages, its
+// file grew past 1 GiB in a 200,000-call run (rivet's: 5 MiB).
+// NoFreelistSync would keep it smaller, but after a rolled-back
+// transaction bbolt then rebuilds its freelist from the pages the newest
+// state reaches, and hands out pages it leaked (see ruleBboltLeak) while
+// an older read transaction still reads them.
 var boltEngine = engine{name: "bbolt", open: func(path string, readOnly bool, pageSize int) (DB, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoFreelistSync: true, ReadOnly: readOnly, InitialMmapSize: boltMapSize, PageSize: pageSize})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, ReadOnly: readOnly, InitialMmapSize: boltMapSize, PageSize: pageSize})
 	if err != nil {
 		return nil, err
 	}
