@@ -300,7 +300,7 @@ var boltEngine = engine{name: "bbolt", open: func(path string, readOnly bool, pa
 }}
 
 // boltMapSize is the map bbolt reserves (address space, not memory).
-const boltMapSize = 2 << 30
+const boltMapSize = 1 << 30
 
 // rivetEngine is rivet without flushes.
 var rivetEngine = engine{name: "rivet", open: func(path string, readOnly bool, pageSize int) (DB, error) {
