@@ -417,8 +417,8 @@ func (db *DB) recover(metas [2]*page.Meta, errs [2]error, size int64) (*page.Met
 		}
 		return nil, 0, rec, fmt.Errorf("newest meta (txn %d) failed verification (%w) and there is no steady meta to fall back to: %v", m.Txid, reason, why)
 	}
-	if reason := db.verify(o, size, &rec); reason != nil {
-		return nil, 0, rec, fmt.Errorf("both meta states fail verification: txn %d: %v; txn %d: %w", m.Txid, reason, o.Txid, reason)
+	if oreason := db.verify(o, size, &rec); oreason != nil {
+		return nil, 0, rec, fmt.Errorf("both meta states fail verification: txn %d: %v; txn %d: %w", m.Txid, reason, o.Txid, oreason)
 	}
 	db.logger.Warningf("last commit (txn %d) is incomplete (%v); opened at txn %d", m.Txid, reason, o.Txid)
 	rec.Txid = o.Txid
