@@ -108,9 +108,9 @@ func runChildTask(name, argJSON string) (childResult, error) {
 	return res, nil
 }
 
-// ChildError is runChild's error when the child did not report a result:
+// childError is runChild's error when the child did not report a result:
 // it crashed, failed or ran out of time.
-type ChildError struct {
+type childError struct {
 	Task string
 	// TimedOut reports that the child was stopped at its deadline.
 	TimedOut bool
@@ -120,7 +120,7 @@ type ChildError struct {
 	Stderr string
 }
 
-func (e *ChildError) Error() string {
+func (e *childError) Error() string {
 	if e.TimedOut {
 		return fmt.Sprintf("child %s did not finish in time", e.Task)
 	}
@@ -129,7 +129,7 @@ func (e *ChildError) Error() string {
 
 // Crash returns the first line of the child's standard error that says
 // why it died ("fatal error: stack overflow", "panic: ..."), or "".
-func (e *ChildError) Crash() string {
+func (e *childError) Crash() string {
 	for _, line := range strings.Split(e.Stderr, "\n") {
 		if strings.HasPrefix(line, "fatal error:") || strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "runtime:") {
 			return line
@@ -140,7 +140,7 @@ func (e *ChildError) Crash() string {
 
 // runChild runs task in a child process with args, stopping it after
 // timeout (0: only when ctx ends), and returns what it reported. A child
-// that did not report is a *ChildError.
+// that did not report is a *childError.
 func runChild(ctx context.Context, task string, args map[string]string, timeout time.Duration) (childResult, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -166,7 +166,7 @@ func runChild(ctx context.Context, task string, args map[string]string, timeout 
 		if ctx.Err() != nil {
 			return childResult{}, ctx.Err()
 		}
-		return childResult{}, &ChildError{Task: task, TimedOut: runCtx.Err() != nil, Err: err, Stderr: stderr.String()}
+		return childResult{}, &childError{Task: task, TimedOut: runCtx.Err() != nil, Err: err, Stderr: stderr.String()}
 	}
 	// The last line is the child's; a binary whose main printed something
 	// before (it cannot: init exits first) would not confuse the parse.

@@ -272,7 +272,7 @@ func TestChildFailures(t *testing.T) {
 		t.Fatalf("ok child: %+v, %v", res, err)
 	}
 	_, err = runChild(ctx, "test-panic", nil, 0)
-	var ce *ChildError
+	var ce *childError
 	if !errors.As(err, &ce) || ce.TimedOut {
 		t.Fatalf("panicking child: %v", err)
 	}

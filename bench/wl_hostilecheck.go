@@ -95,7 +95,7 @@ func runHostileCheck(ctx context.Context, env *Env) error {
 		wall := time.Since(start)
 		p.Add(1)
 		p.Done()
-		var ce *ChildError
+		var ce *childError
 		switch {
 		case errors.As(err, &ce) && ce.TimedOut:
 			env.Note(fmt.Sprintf("%s: Check did not finish in %s (stopped)", shape, env.Config.Duration))

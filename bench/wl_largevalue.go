@@ -56,7 +56,7 @@ func runLargeValue(ctx context.Context, env *Env) error {
 		}, 0)
 		p.Add(1)
 		p.Done()
-		var ce *ChildError
+		var ce *childError
 		switch {
 		case errors.As(err, &ce):
 			why := ce.Crash()
