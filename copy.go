@@ -178,10 +178,11 @@ func (tx *Tx) Copy(w io.Writer) error {
 // CopyFile writes a consistent copy of the state the transaction sees to
 // the file at path (created with mode, or truncated), flushed before it
 // returns. It flushes the truncation, writes every page but the metas,
-// flushes, and only then writes and flushes the two metas, so a crash or
-// an error while copying leaves a file without a valid meta, which Open
-// refuses with ErrInvalid — never one that opens with pages missing, nor an
-// earlier copy at path with some of its pages overwritten.
+// flushes, and only then writes and flushes the two metas, then the
+// directory, so a crash or an error while copying leaves a file without a
+// valid meta, which Open refuses with ErrInvalid, or (before the directory
+// flush, if path did not exist) no file — never one that opens with pages
+// missing, nor an earlier copy at path with some of its pages overwritten.
 func (tx *Tx) CopyFile(path string, mode os.FileMode) error {
 	return tx.copyFile(vfs.OS(), path, mode)
 }

@@ -578,14 +578,9 @@ func (db *DB) create(fs vfs.FS) error {
 	return db.start(m, 0)
 }
 
-// syncDir flushes the directory entry of a new file (best effort: some
-// platforms and file systems cannot open or sync a directory).
+// syncDir flushes the directory entry of a new file, best effort: a file
+// whose name a crash loses never held a committed state (create) or was a
+// copy nobody was told of yet (CopyFile).
 func syncDir(fs vfs.FS, path string) {
-	if fs != vfs.OS() {
-		return
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
+	_ = fs.SyncDir(filepath.Dir(path))
 }
