@@ -270,7 +270,7 @@ func (img *copyImage) writeNewFile(path string, mode os.FileMode, progress func(
 			return err
 		}
 		for i := int64(0); i < 2; i++ {
-			if _, err := f.WriteAt(img.meta, i*ps); err != nil {
+			if _, err := f.WriteAt(img.metaPage(i), i*ps); err != nil {
 				return fmt.Errorf("meta %d copy: %w", i, err)
 			}
 		}
