@@ -29,8 +29,9 @@ const (
 )
 
 // convertTxBytes bounds a conversion's write transactions (keys and values
-// copied per commit), as `rivet import` does.
-const convertTxBytes = 64 << 20
+// copied per commit), as `rivet import` does. A variable so that tests
+// reach several transactions with small files.
+var convertTxBytes int64 = 64 << 20
 
 // ConvertSpaceError is Open's refusal to convert a bbolt file
 // (Options.ConvertBbolt) when the file system lacks room for the rivet file
@@ -75,17 +76,18 @@ type converter struct {
 //     PATH.converting is removed;
 //  2. check the room: the rivet file's size, estimated from the bbolt
 //     file's live pages, against the file system's free space;
-//  3. copy every bucket, key, value and sequence into a new rivet file at
-//     PATH.converting, in transactions of about convertTxBytes, and close
-//     it (its last flush);
-//  4. verify: the digest of the copy, read back through rivet, equals the
-//     digest of the bbolt file read straight from its pages, and the
-//     copy passes Check;
-//  5. keep the bbolt file as PATH.bbolt (link(2); a flushed copy where
+//  3. read the bbolt file's digest straight from its pages (a walk that
+//     enters each page once: shared or cyclic pages are refused here);
+//  4. copy every bucket, key, value and sequence into a new rivet file at
+//     PATH.converting, in transactions of about convertTxBytes, through
+//     the translating source, and close it (its last flush);
+//  5. verify: the digest of the copy, read back through rivet, equals the
+//     bbolt file's, and the copy passes Check;
+//  6. keep the bbolt file as PATH.bbolt (link(2); a flushed copy where
 //     links fail), flush the directory;
-//  6. rename PATH.converting over PATH, flush the directory.
+//  7. rename PATH.converting over PATH, flush the directory.
 //
-// The bbolt file is never written. Until step 6's rename is durable PATH is
+// The bbolt file is never written. Until step 7's rename is durable PATH is
 // the bbolt file; after it, the verified rivet file. Any error before the
 // rename removes what this call made and leaves the bbolt file as it was.
 func (db *DB) convertBbolt(size int64) (err error) {
@@ -125,11 +127,18 @@ func (db *DB) convertBbolt(size int64) (err error) {
 			}
 		}
 	}()
+	// The bbolt file's digest, read straight from its pages, comes first:
+	// that walk enters each page once, so a file whose pages are shared
+	// or form cycles is refused before the copy walks it.
+	want, err := sourceDigest(src.bolt.file)
+	if err != nil {
+		return fmt.Errorf("rivet: converting %s: reading the bbolt file: %w (the bbolt file is unchanged)", c.path, err)
+	}
 	copied, err := c.copy(src)
 	if err != nil {
 		return fmt.Errorf("rivet: converting %s: %w (the bbolt file is unchanged)", c.path, err)
 	}
-	sum, err := c.verify(src)
+	sum, err := c.verify(want)
 	if err != nil {
 		return fmt.Errorf("rivet: converting %s: %w (the bbolt file is unchanged)", c.path, err)
 	}
@@ -302,17 +311,22 @@ func (c *converter) copy(src *DB) (int64, error) {
 	return copied, err
 }
 
-// verify reads the rivet file back through rivet and compares its digest
-// with the bbolt file's, read straight from its pages; the rivet file must
-// also pass Check. It returns the digest.
-func (c *converter) verify(src *DB) (*digest.Digest, error) {
-	want := digest.New()
-	if err := src.bolt.file.Walk(func(e digest.Entry) error {
-		want.Add(e)
+// sourceDigest is the digest of the bbolt file's canonical stream, read
+// straight from its pages (boltfile.File.Walk), apart from the translation
+// the copy reads through.
+func sourceDigest(f *boltfile.File) (*digest.Digest, error) {
+	d := digest.New()
+	err := f.Walk(func(e digest.Entry) error {
+		d.Add(e)
 		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("reading the bbolt file: %w", err)
-	}
+	})
+	return d, err
+}
+
+// verify reads the rivet file back through rivet and compares its digest
+// with want, the bbolt file's; the rivet file must also pass Check. It
+// returns the digest.
+func (c *converter) verify(want *digest.Digest) (*digest.Digest, error) {
 	dst, err := openFile(c.fs, c.tmp, 0, Options{ReadOnly: true, InitialMmapSize: c.db.opts.InitialMmapSize})
 	if err != nil {
 		return nil, fmt.Errorf("reopening the rivet file: %w", err)
