@@ -23,6 +23,10 @@ type boltBacking struct {
 	view *pager.View
 }
 
+// bboltCacheBytes is the translated-node cache of each DB reading a bbolt
+// file; tests lower it to make evictions happen.
+var bboltCacheBytes = boltfile.DefaultCacheBytes
+
 // errBboltBacked is the error of what a DB reading a bbolt file cannot do.
 func errBboltBacked(what string) error {
 	return fmt.Errorf("rivet: %s is not available on a bbolt file opened read-only (convert it: Options.ConvertBbolt or `rivet import`)", what)
@@ -53,7 +57,7 @@ func (db *DB) loadBbolt(size int64) error {
 		_ = p.Close()
 		return err
 	}
-	src := boltfile.NewSource(f, boltfile.DefaultCacheBytes)
+	src := boltfile.NewSource(f, bboltCacheBytes)
 	db.pager = p
 	db.bolt = &boltBacking{file: f, source: src, view: view}
 	db.foreign = src

@@ -577,3 +577,52 @@ func (l *logRecorder) Fatal(v ...any)                   { l.add(fmt.Sprint(v...)
 func (l *logRecorder) Fatalf(format string, v ...any)   { l.add(fmt.Sprintf(format, v...)) }
 func (l *logRecorder) Panic(v ...any)                   { l.add(fmt.Sprint(v...)) }
 func (l *logRecorder) Panicf(format string, v ...any)   { l.add(fmt.Sprintf(format, v...)) }
+
+// TestBboltConcurrentReaders reads one bbolt file from several goroutines
+// at once, each in its own transactions, through a cache small enough that
+// every goroutine's reads evict the others' nodes, and compares every
+// answer with the model (run with -race: the shared cache is the point).
+func TestBboltConcurrentReaders(t *testing.T) {
+	defer func(n int) { bboltCacheBytes = n }(bboltCacheBytes)
+	bboltCacheBytes = 64 << 10
+	src := filepath.Join("internal", "boltfile", "testdata", "mixed-1k.bbolt")
+	path := copyToTemp(t, src)
+	model := readBoltModel(t, path)
+	db, err := Open(path, 0o600, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	seed := testSeed(t)
+	const readers = 6
+	errs := make(chan error, readers)
+	for g := 0; g < readers; g++ {
+		go func(g int) {
+			rng := rand.New(rand.NewSource(seed + int64(g)))
+			for round := 0; round < 20; round++ {
+				err := db.View(func(tx *Tx) error {
+					for name, m := range model.buckets {
+						b := tx.Bucket([]byte(name))
+						if b == nil {
+							return fmt.Errorf("bucket %q missing", name)
+						}
+						if _, err := cursorModelOps(rng, m, b, 100); err != nil {
+							return fmt.Errorf("%s: %w", name, err)
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}(g)
+	}
+	for g := 0; g < readers; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

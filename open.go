@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/boltfile"
 	"github.com/rivetkv/rivet/internal/btree"
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/pager"
@@ -157,6 +158,12 @@ func (db *DB) load(fs vfs.FS) error {
 		}
 	}
 	if metas[0] == nil && metas[1] == nil {
+		// A bbolt file is read, converted or refused (loadBboltFile); it
+		// is told apart by a few bytes, before the scan for zeros below
+		// reads up to a megabyte.
+		if size > 0 && db.isBboltFile() {
+			return db.loadBboltFile(size)
+		}
 		// A file that never committed a state is created afresh: an empty
 		// file, or one that is all zeros (a crash before creation's first
 		// flush). Anything else without a valid meta is refused.
@@ -165,9 +172,6 @@ func (db *DB) load(fs vfs.FS) error {
 				return fmt.Errorf("%w: file has no committed state and is opened read-only", rerrors.ErrInvalid)
 			}
 			return db.create(fs)
-		}
-		if db.isBboltFile() {
-			return db.loadBboltFile(size)
 		}
 		// bbolt returns ErrInvalid itself here and callers compare with ==,
 		// so the details go to the log rather than into a wrapped error.
@@ -319,6 +323,12 @@ func (db *DB) readMetas(size int64) (metas [2]*page.Meta, errs [2]error) {
 	} else {
 		if _, errs[0] = page.DecodeMeta(0, head); errs[0] == nil {
 			errs[0] = page.Corruptf(0, "meta page names no supported page size")
+		}
+		if boltfile.IsMetaPage(head) {
+			// A bbolt file (load tells it apart and reads it): no rivet
+			// meta 1 to look for at every page size.
+			errs[1] = rerrors.ErrInvalid
+			return
 		}
 		for ps := page.MinPageSize; ps <= page.MaxPageSize; ps *= 2 {
 			sizes = append(sizes, ps)

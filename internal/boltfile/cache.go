@@ -2,17 +2,19 @@ package boltfile
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/rivetkv/rivet/internal/page"
 )
 
-// nodeCache keeps translated nodes by page id, least recently used out
-// first, within a byte budget. It is split in shards, each with its own
-// lock and an equal share of the budget, so concurrent readers seldom
-// wait for each other.
+// nodeCache keeps translated nodes by page id within a byte budget,
+// evicting with the CLOCK rule (an approximation of least recently used:
+// a hit only sets the entry's reference bit, so readers share a read lock
+// and write nothing but that bit, once). It is split in shards, each with
+// its own lock and an equal share of the budget.
 //
 // Invariant: a shard's bytes is the sum of its entries' costs, at most its
-// share of the budget after every put.
+// share of the budget after every put; ring and byID hold the same entries.
 type nodeCache struct {
 	shards []cacheShard
 	// share is each shard's budget; a node costing more than a quarter of
@@ -23,21 +25,24 @@ type nodeCache struct {
 const cacheShards = 16
 
 // entryOverhead approximates an entry's cost beyond its node's bytes: the
-// entry, its map slot and the node's slice header.
+// entry, its map slot and ring slot.
 const entryOverhead = 96
 
 type cacheShard struct {
-	mu    sync.Mutex
+	mu    sync.RWMutex
 	byID  map[uint64]*cacheEntry
-	lru   cacheEntry // sentinel: lru.next is the most recent entry
+	ring  []*cacheEntry // the clock's face
+	hand  int           // the next entry the clock looks at
 	bytes int64
 }
 
 type cacheEntry struct {
-	id         uint64
-	node       page.Node
-	cost       int64
-	prev, next *cacheEntry
+	id   uint64
+	node page.Node
+	cost int64
+	// ref is set by a hit and cleared by the clock's hand: an entry the
+	// hand finds clear was not used for a full turn, and goes.
+	ref atomic.Bool
 }
 
 func newNodeCache(budget int) *nodeCache {
@@ -47,9 +52,7 @@ func newNodeCache(budget int) *nodeCache {
 	}
 	c.shards = make([]cacheShard, cacheShards)
 	for i := range c.shards {
-		s := &c.shards[i]
-		s.byID = make(map[uint64]*cacheEntry)
-		s.lru.next, s.lru.prev = &s.lru, &s.lru
+		c.shards[i].byID = make(map[uint64]*cacheEntry)
 	}
 	return c
 }
@@ -64,15 +67,14 @@ func (c *nodeCache) get(id uint64) (page.Node, bool) {
 		return page.Node{}, false
 	}
 	s := c.shard(id)
-	s.mu.Lock()
-	e, ok := s.byID[id]
-	if ok {
-		e.unlink()
-		s.pushFront(e)
-	}
-	s.mu.Unlock()
-	if !ok {
+	s.mu.RLock()
+	e := s.byID[id]
+	s.mu.RUnlock()
+	if e == nil {
 		return page.Node{}, false
+	}
+	if !e.ref.Load() {
+		e.ref.Store(true)
 	}
 	return e.node, true
 }
@@ -89,28 +91,27 @@ func (c *nodeCache) put(id uint64, n page.Node) {
 		// Another reader translated it meanwhile; the two are equal.
 		return
 	}
+	for s.bytes+cost > c.share && len(s.ring) > 0 {
+		if s.hand >= len(s.ring) {
+			s.hand = 0
+		}
+		e := s.ring[s.hand]
+		if e.ref.Load() {
+			e.ref.Store(false)
+			s.hand++
+			continue
+		}
+		last := len(s.ring) - 1
+		s.ring[s.hand] = s.ring[last]
+		s.ring[last] = nil
+		s.ring = s.ring[:last]
+		delete(s.byID, e.id)
+		s.bytes -= e.cost
+	}
 	e := &cacheEntry{id: id, node: n, cost: cost}
 	s.byID[id] = e
-	s.pushFront(e)
+	s.ring = append(s.ring, e)
 	s.bytes += cost
-	for s.bytes > c.share {
-		old := s.lru.prev
-		old.unlink()
-		delete(s.byID, old.id)
-		s.bytes -= old.cost
-	}
-}
-
-func (s *cacheShard) pushFront(e *cacheEntry) {
-	e.prev, e.next = &s.lru, s.lru.next
-	s.lru.next.prev = e
-	s.lru.next = e
-}
-
-func (e *cacheEntry) unlink() {
-	e.prev.next = e.next
-	e.next.prev = e.prev
-	e.prev, e.next = nil, nil
 }
 
 // cachedBytes returns what the cache holds, for tests.
@@ -118,9 +119,9 @@ func (c *nodeCache) cachedBytes() int64 {
 	var n int64
 	for i := range c.shards {
 		s := &c.shards[i]
-		s.mu.Lock()
+		s.mu.RLock()
 		n += s.bytes
-		s.mu.Unlock()
+		s.mu.RUnlock()
 	}
 	return n
 }

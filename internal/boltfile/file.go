@@ -135,6 +135,14 @@ func (p Page) LeafElem(i int) (bucket bool, key, value []byte, err error) {
 	return le.Uint32(e[0:])&leafFlagBucket != 0, kv[:ks:ks], kv[ks:], nil
 }
 
+// leafEnd returns where leaf element i's value ends, from the run's start.
+// Invariant: LeafElem(i) accepted the element, so this lies in the run.
+func (p Page) leafEnd(i int) uint64 {
+	e := p.buf[HeaderSize+i*elemSize:]
+	le := binary.LittleEndian
+	return uint64(HeaderSize+i*elemSize) + uint64(le.Uint32(e[4:])) + uint64(le.Uint32(e[8:])) + uint64(le.Uint32(e[12:]))
+}
+
 // Bucket is a decoded bucket value: a paged bucket's root page, or an
 // inline bucket's leaf (Root 0).
 type Bucket struct {

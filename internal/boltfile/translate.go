@@ -102,11 +102,15 @@ func (s *Source) translateLeaf(p Page) (page.Node, error) {
 	// records holds the translated values of bucket elements; nil for a
 	// leaf of plain values, the common case.
 	var records [][]byte
+	// end is where the last key or value ends in the page: a leaf of
+	// plain values moves as one block up to there.
+	end := uint64(HeaderSize + n*elemSize)
 	for i := 0; i < n; i++ {
 		bucket, k, v, err := p.LeafElem(i)
 		if err != nil {
 			return page.Node{}, err
 		}
+		end = max(end, p.leafEnd(i))
 		if bucket {
 			if records == nil {
 				records = make([][]byte, n)
@@ -120,8 +124,15 @@ func (s *Source) translateLeaf(p Page) (page.Node, error) {
 		}
 		size += uint64(len(k) + len(v))
 	}
-	if size > math.MaxUint32 {
-		return page.Node{}, page.Corruptf(p.id, "bbolt page too large to translate (%d bytes)", size)
+	if size > math.MaxUint32 || end+page.HeaderSize > math.MaxUint32 {
+		return page.Node{}, page.Corruptf(p.id, "bbolt page too large to translate (%d bytes)", max(size, end))
+	}
+	if records == nil {
+		// bbolt's leaf element is rivet's but for where a key's position
+		// counts from: the element array and the bytes after it move
+		// whole, and only the positions change.
+		buf := page.LeafFromRelative(p.buf[HeaderSize:end], p.id, s.txid, n)
+		return page.TranslatedNode(buf, p.id, p.pages)
 	}
 	buf := make([]byte, size)
 	page.EncodeLeafFunc(buf, len(buf), p.id, s.txid, n, func(i int) (uint32, []byte, []byte) {

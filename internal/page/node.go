@@ -403,6 +403,30 @@ func EncodeBranchFunc(buf []byte, pageSize int, id ID, txid uint64, n int, elem 
 	clear(buf[off:])
 }
 
+// LeafFromRelative returns a new leaf node of n plain values built from
+// block: an array of n elements laid out as rivet's (flags u32, key
+// position u32, key length u32, value length u32) except that each key
+// position counts from the element's own first byte, followed by the key
+// and value bytes — a bbolt leaf page after its header. The block is
+// copied after the node header whole; each element's flags are cleared
+// and its key position made to count from the node's start. The caller
+// has checked that every key and value lies inside the block. One copy,
+// into memory not zeroed first, instead of one per element: the read path
+// translates every bbolt leaf it meets this way.
+func LeafFromRelative(block []byte, id ID, txid uint64, n int) []byte {
+	var h [HeaderSize]byte
+	buf := append(h[:], block...)
+	PutHeader(buf, Header{Type: TypeLeaf, Count: uint32(n), Txid: txid, ID: id})
+	le := binary.LittleEndian
+	for i := 0; i < n; i++ {
+		e := buf[HeaderSize+i*LeafElemSize:]
+		e = e[:LeafElemSize:LeafElemSize]
+		le.PutUint32(e[0:], 0)
+		le.PutUint32(e[4:], uint32(HeaderSize+i*LeafElemSize)+le.Uint32(e[4:]))
+	}
+	return buf
+}
+
 // EncodeLeaf writes a leaf node into buf (see EncodeBranch).
 func EncodeLeaf(buf []byte, pageSize int, id ID, txid uint64, elems []LeafElem) {
 	EncodeLeafFunc(buf, pageSize, id, txid, len(elems), func(i int) (uint32, []byte, []byte) {
