@@ -304,4 +304,3 @@ func copyFile(t *testing.T, src, dst string) {
 		t.Fatal(err)
 	}
 }
-
