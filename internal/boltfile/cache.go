@@ -1,40 +1,44 @@
 package boltfile
 
 import (
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
 	"github.com/rivetkv/rivet/internal/page"
 )
 
-// nodeCache keeps translated nodes by page id within a byte budget,
-// evicting with the CLOCK rule (an approximation of least recently used:
-// a hit only sets the entry's reference bit, so readers share a read lock
-// and write nothing but that bit, once). It is split in shards, each with
-// its own lock and an equal share of the budget.
+// nodeCache keeps translated nodes by page id within a byte budget. It is
+// a table of slots indexed by a hash of the page id: a lookup is one atomic
+// load and a compare, with no lock, which matters because every descent
+// and every move of a cursor to another leaf makes one. A node takes its
+// id's slot (pushing out the node there); when the budget is full, a CLOCK
+// hand sweeps the slots and evicts the nodes not used since it last
+// passed (a hit sets the entry's reference bit, once).
 //
-// Invariant: a shard's bytes is the sum of its entries' costs, at most its
-// share of the budget after every put; ring and byID hold the same entries.
+// Invariant: bytes is the sum of the costs of the entries in slots, at
+// most the budget after every put; puts are serialised by mu.
 type nodeCache struct {
-	shards []cacheShard
-	// share is each shard's budget; a node costing more than a quarter of
-	// it is not kept (it would push out many hot ones).
-	share int64
-}
+	// table is the slots, made at the first put (a DB that reads a few
+	// pages never pays for it); nil before.
+	table  atomic.Pointer[[]atomic.Pointer[cacheEntry]]
+	nslots int
+	shift  uint // 64 − log2(nslots), for the hash
+	budget int64
 
-const cacheShards = 16
+	mu    sync.Mutex
+	bytes int64 // guarded by mu
+	hand  int   // guarded by mu
+}
 
 // entryOverhead approximates an entry's cost beyond its node's bytes: the
-// entry, its map slot and ring slot.
-const entryOverhead = 96
+// entry and its slot.
+const entryOverhead = 64
 
-type cacheShard struct {
-	mu    sync.RWMutex
-	byID  map[uint64]*cacheEntry
-	ring  []*cacheEntry // the clock's face
-	hand  int           // the next entry the clock looks at
-	bytes int64
-}
+// slotBytes sizes the table: one slot per slotBytes of budget, about half
+// a translated leaf, so that most nodes the budget holds find a slot of
+// their own.
+const slotBytes = 1024
 
 type cacheEntry struct {
 	id   uint64
@@ -46,31 +50,26 @@ type cacheEntry struct {
 }
 
 func newNodeCache(budget int) *nodeCache {
-	c := &nodeCache{share: int64(budget) / cacheShards}
-	if c.share <= 0 {
+	c := &nodeCache{budget: int64(budget)}
+	if budget < 16*slotBytes {
 		return c
 	}
-	c.shards = make([]cacheShard, cacheShards)
-	for i := range c.shards {
-		c.shards[i].byID = make(map[uint64]*cacheEntry)
-	}
+	c.nslots = 1 << bits.Len(uint(budget/slotBytes-1))
+	c.shift = uint(64 - bits.TrailingZeros(uint(c.nslots)))
 	return c
 }
 
-func (c *nodeCache) shard(id uint64) *cacheShard {
-	// Fibonacci hashing spreads runs of adjacent ids over the shards.
-	return &c.shards[(id*0x9E3779B97F4A7C15)>>60]
-}
+// slot returns the index of id's slot: Fibonacci hashing spreads runs of
+// adjacent ids over the table.
+func (c *nodeCache) slot(id uint64) int { return int((id * 0x9E3779B97F4A7C15) >> c.shift) }
 
 func (c *nodeCache) get(id uint64) (page.Node, bool) {
-	if c.shards == nil {
+	t := c.table.Load()
+	if t == nil {
 		return page.Node{}, false
 	}
-	s := c.shard(id)
-	s.mu.RLock()
-	e := s.byID[id]
-	s.mu.RUnlock()
-	if e == nil {
+	e := (*t)[c.slot(id)].Load()
+	if e == nil || e.id != id {
 		return page.Node{}, false
 	}
 	if !e.ref.Load() {
@@ -81,47 +80,53 @@ func (c *nodeCache) get(id uint64) (page.Node, bool) {
 
 func (c *nodeCache) put(id uint64, n page.Node) {
 	cost := int64(len(n.Bytes())) + entryOverhead
-	if c.shards == nil || cost > c.share/4 {
+	if c.nslots == 0 || cost > c.budget/16 {
+		// Not worth pushing out many hot nodes for.
 		return
 	}
-	s := c.shard(id)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.byID[id]; ok {
-		// Another reader translated it meanwhile; the two are equal.
-		return
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.table.Load()
+	if t == nil {
+		slots := make([]atomic.Pointer[cacheEntry], c.nslots)
+		t = &slots
+		c.table.Store(t)
 	}
-	for s.bytes+cost > c.share && len(s.ring) > 0 {
-		if s.hand >= len(s.ring) {
-			s.hand = 0
+	slots := *t
+	i := c.slot(id)
+	if old := slots[i].Load(); old != nil {
+		if old.id == id {
+			// Another reader translated it meanwhile; the two are equal.
+			return
 		}
-		e := s.ring[s.hand]
-		if e.ref.Load() {
+		slots[i].Store(nil)
+		c.bytes -= old.cost
+	}
+	// Two turns of the hand clear every reference bit and then evict, so
+	// the loop ends; it stops as soon as the node fits.
+	for turn := 0; c.bytes+cost > c.budget && turn < 2*len(slots); turn++ {
+		h := c.hand
+		c.hand = (c.hand + 1) & (len(slots) - 1)
+		e := slots[h].Load()
+		switch {
+		case e == nil:
+		case e.ref.Load():
 			e.ref.Store(false)
-			s.hand++
-			continue
+		default:
+			slots[h].Store(nil)
+			c.bytes -= e.cost
 		}
-		last := len(s.ring) - 1
-		s.ring[s.hand] = s.ring[last]
-		s.ring[last] = nil
-		s.ring = s.ring[:last]
-		delete(s.byID, e.id)
-		s.bytes -= e.cost
 	}
-	e := &cacheEntry{id: id, node: n, cost: cost}
-	s.byID[id] = e
-	s.ring = append(s.ring, e)
-	s.bytes += cost
+	if c.bytes+cost > c.budget {
+		return
+	}
+	slots[i].Store(&cacheEntry{id: id, node: n, cost: cost})
+	c.bytes += cost
 }
 
 // cachedBytes returns what the cache holds, for tests.
 func (c *nodeCache) cachedBytes() int64 {
-	var n int64
-	for i := range c.shards {
-		s := &c.shards[i]
-		s.mu.RLock()
-		n += s.bytes
-		s.mu.RUnlock()
-	}
-	return n
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
 }
