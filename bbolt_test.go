@@ -626,3 +626,41 @@ func TestBboltConcurrentReaders(t *testing.T) {
 		}
 	}
 }
+
+// TestBboltFileElsewhere: Salvage refuses a bbolt file, saying so; a
+// CloneFile of one is a bbolt file holding what it held; Open of a bbolt
+// file reads a few hundred bytes, not the file.
+func TestBboltFileElsewhere(t *testing.T) {
+	src := filepath.Join("internal", "boltfile", "testdata", "freed-4k.bbolt")
+	want := readBoltWant(t, src)
+	path := copyToTemp(t, src)
+	if _, err := Salvage(path, nil); !errors.Is(err, ErrBboltFile) {
+		t.Fatalf("Salvage of a bbolt file: %v, want ErrBboltFile", err)
+	}
+	clone := path + ".clone"
+	if _, err := CloneFile(path, clone, nil); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(clone, 0o600, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.bolt == nil || viewDigest(t, db).Sum() != want.sum {
+		t.Fatalf("the clone: a bbolt file %t, digest %s, want %s", db.bolt != nil, viewDigest(t, db).Sum(), want.sum)
+	}
+	_ = db.Close()
+
+	cfs, _ := memBoltFS(t, src, "/d/f.db")
+	counts := vfs.NewCounting(cfs)
+	db, err = openFS(counts, "/d/f.db", 0o600, &Options{ReadOnly: true, InitialMmapSize: memMapSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Close()
+	size, _ := readFS(cfs, "/d/f.db")
+	c := counts.Snapshot()
+	if c.ReadBytes > 4096 {
+		t.Fatalf("Open of a %d-byte bbolt file read %d bytes in %d calls", len(size), c.ReadBytes, c.ReadCalls)
+	}
+	t.Logf("Open of a %d-byte bbolt file read %d bytes in %d calls", len(size), c.ReadBytes, c.ReadCalls)
+}
