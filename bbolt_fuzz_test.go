@@ -235,3 +235,101 @@ func findBranch(t *testing.T, f *boltfile.File) (id, child uint64) {
 	}
 	return id, child
 }
+
+// boltDAG builds a bbolt file (1 KiB pages) whose bucket "b" is a tree of
+// levels branch pages, each with fanout elements all pointing at the next
+// one, over one leaf: fanout^levels paths through levels+1 pages, none of
+// them cycles. Unfolded, no walk would end.
+func boltDAG(levels, fanout int) []byte {
+	const ps = 1024
+	const first = 4 // page 2: the freelist, 3: the root bucket's leaf
+	hwm := uint64(first + levels + 1)
+	img := make([]byte, hwm*ps)
+	le := binary.LittleEndian
+	header := func(id uint64, flags uint16, count int) []byte {
+		p := img[id*ps : (id+1)*ps]
+		le.PutUint64(p[0:], id)
+		le.PutUint16(p[8:], flags)
+		le.PutUint16(p[10:], uint16(count))
+		return p
+	}
+	for slot := 0; slot < 2; slot++ {
+		boltfile.EncodeMeta(img[slot*ps:], boltfile.Meta{PageSize: ps, Root: 3, Freelist: 2, HWM: hwm, Txid: uint64(slot + 1)}, slot)
+	}
+	header(2, 0x10, 0)
+	// The root bucket: one bucket element "b" whose root is page first.
+	p := header(3, 0x02, 1)
+	le.PutUint32(p[16:], 1)     // bucket flag
+	le.PutUint32(p[20:], 16)    // key at element + 16
+	le.PutUint32(p[24:], 1)     // key length
+	le.PutUint32(p[28:], 16)    // value length: a bucket header
+	copy(p[32:], "b")           // key
+	le.PutUint64(p[33:], first) // bucket root
+	key := func(i int) []byte { return []byte(fmt.Sprintf("k%03d", i)) }
+	for l := 0; l < levels; l++ {
+		id := uint64(first + l)
+		p := header(id, 0x01, fanout)
+		data := 16 + 16*fanout
+		for i := 0; i < fanout; i++ {
+			e := p[16+16*i:]
+			le.PutUint32(e[0:], uint32(data-(16+16*i)))
+			le.PutUint32(e[4:], 4)
+			le.PutUint64(e[8:], id+1)
+			data += copy(p[data:], key(i))
+		}
+	}
+	p = header(hwm-1, 0x02, fanout)
+	data := 16 + 16*fanout
+	for i := 0; i < fanout; i++ {
+		e := p[16+16*i:]
+		le.PutUint32(e[4:], uint32(data-(16+16*i)))
+		le.PutUint32(e[8:], 4)
+		le.PutUint32(e[12:], 1)
+		data += copy(p[data:], key(i))
+		data += copy(p[data:], "v")
+	}
+	return img
+}
+
+// TestBboltDeepDAG: a bbolt file with 40^6 paths through 7 pages reads,
+// checks and refuses conversion in time bounded by its pages: the cursor's
+// edge-key rule ends a walk at the second entry into the leaf, Check and
+// the conversion's walk enter each page once.
+func TestBboltDeepDAG(t *testing.T) {
+	img := boltDAG(6, 40)
+	const path = "/d/dag.db"
+	fs := vfs.NewMem()
+	writeMem(t, fs, path, img)
+	db, err := openFS(fs, path, 0o600, &Options{ReadOnly: true, InitialMmapSize: memMapSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *Tx) error {
+		steps, bounded := walkAll(tx, 100000, 100)
+		if !bounded || steps > 1000 {
+			return fmt.Errorf("the walk took %d steps (bounded %t)", steps, bounded)
+		}
+		problems := 0
+		for err := range tx.Check() {
+			if !errors.Is(err, ErrCorrupt) {
+				return fmt.Errorf("Check: %v", err)
+			}
+			problems++
+		}
+		// At most two per element (out of order, reached twice), not per
+		// path.
+		if problems == 0 || problems > 2*7*40 {
+			return fmt.Errorf("Check reported %d problems on a file of 7 tree pages of 40 elements", problems)
+		}
+		t.Logf("walk: %d steps; Check: %d problems", steps, problems)
+		return nil
+	})
+	if err != nil && !classified(err) {
+		t.Fatal(err)
+	}
+	_ = db.Close()
+	if _, err := openFS(fs, path, 0o600, &Options{ConvertBbolt: true, InitialMmapSize: memMapSize}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("converting: %v, want ErrCorrupt", err)
+	}
+	assertUntouched(t, fs, path, img)
+}
