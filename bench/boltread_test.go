@@ -2,10 +2,12 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rivetkv/rivet"
@@ -237,5 +239,28 @@ func TestBboltCopyOpensInBbolt(t *testing.T) {
 	got := boltDigest(t, cp)
 	if got.Buckets != want.Buckets+1 || got.Keys != want.Keys {
 		t.Fatalf("copy after bbolt's write: %d buckets, %d keys; want %d, %d", got.Buckets, got.Keys, want.Buckets+1, want.Keys)
+	}
+}
+
+// TestBboltPageSizeRivetCannotServe: a bbolt file of 128 KiB pages (bbolt
+// takes any power of two; rivet serves 1 to 64 KiB) is refused by a
+// read-only Open and by a conversion, with an error that names the page
+// size, and is left as it was.
+func TestBboltPageSizeRivetCannotServe(t *testing.T) {
+	s := boltShape{name: "big pages", pageSize: 128 << 10, fill: fillDeep}
+	path := s.make(t, t.TempDir())
+	before, _ := os.ReadFile(path)
+	for _, opts := range []*rivet.Options{{ReadOnly: true}, {ConvertBbolt: true}} {
+		_, err := rivet.Open(path, 0o600, opts)
+		if !errors.Is(err, rivet.ErrBboltFile) || !strings.Contains(err.Error(), "131072-byte pages") {
+			t.Fatalf("%+v: %v, want ErrBboltFile naming the page size", opts, err)
+		}
+	}
+	after, _ := os.ReadFile(path)
+	if !bytes.Equal(before, after) {
+		t.Fatal("the bbolt file changed")
+	}
+	if _, err := os.Stat(path + rivet.BboltBackupSuffix); !os.IsNotExist(err) {
+		t.Fatalf("a backup was made: %v", err)
 	}
 }
