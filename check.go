@@ -74,6 +74,9 @@ func (tx *Tx) Check(options ...CheckOption) <-chan error {
 }
 
 func (tx *Tx) check() []error {
+	if b := tx.db.bolt; b != nil {
+		return b.check()
+	}
 	errs, seen := tx.checkTree()
 	if len(errs) == 0 && !tx.writable {
 		errs = tx.db.checkFreeSpace(tx.meta, seen)

@@ -3,6 +3,7 @@ package rivet
 import (
 	"fmt"
 	"math"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,10 +62,19 @@ type DB struct {
 	path     string
 	opts     Options
 	logger   Logger
+	fs       vfs.FS      // the file seam Open used
+	mode     os.FileMode // Open's mode, for files a conversion creates
 	file     vfs.File
 	pager    *pager.Pager
 	pageSize int
 	readOnly bool
+
+	// bolt is the bbolt file a read-only DB reads (Open of a bbolt file
+	// with Options.ReadOnly); nil for a rivet file. foreign is its node
+	// source, handed to every transaction's tree environment; a nil
+	// interface for a rivet file.
+	bolt    *boltBacking
+	foreign page.NodeSource
 
 	// writer is held by the write transaction for its whole life.
 	writer sync.Mutex
@@ -600,6 +610,9 @@ func (db *DB) Close() error {
 		if size, err := db.file.Size(); err == nil {
 			_, first = db.truncateLocked(truncateExcess(size), 0)
 		}
+	}
+	if db.bolt != nil {
+		db.bolt.close()
 	}
 	if err := db.pager.Close(); err != nil && first == nil {
 		first = err

@@ -37,8 +37,9 @@ var ErrCorrupt = rerrors.ErrCorrupt
 // writes until reopened.
 var ErrLatched = rerrors.ErrLatched
 
-// ErrBboltFile is returned by Open for a file written by bbolt: convert it
-// with `rivet import` (it also matches ErrInvalid).
+// ErrBboltFile is returned by a writable Open of a file written by bbolt,
+// unless Options.ConvertBbolt is set: open it read-only, or convert it
+// (it also matches ErrInvalid).
 var ErrBboltFile = rerrors.ErrBboltFile
 
 var (

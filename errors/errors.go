@@ -104,11 +104,14 @@ var (
 	// so it refuses every later write until it is closed and reopened.
 	ErrLatched = errors.New("rivet: an earlier write or flush failed; reopen the database")
 
-	// ErrBboltFile is returned by Open for a file bbolt (or boltdb) wrote:
-	// rivet's format differs, so the file must be converted, not opened.
-	// It also matches ErrInvalid with errors.Is, so code that treats every
-	// file that is not a database alike keeps working.
-	ErrBboltFile error = &invalidKind{msg: "a bbolt file; rivet's format differs — convert it with `rivet import`"}
+	// ErrBboltFile is returned by a writable Open of a file bbolt (or
+	// boltdb) wrote, unless Options.ConvertBbolt asks for it to be
+	// converted: rivet writes only its own format. A read-only Open reads
+	// such a file; when it cannot (no valid meta, a page size rivet does
+	// not read), its error wraps this one with the reason. It also matches
+	// ErrInvalid with errors.Is, so code that treats every file that is
+	// not a database alike keeps working.
+	ErrBboltFile error = &invalidKind{msg: "a bbolt file: rivet writes only its own format; open it read-only, or convert it (Options.ConvertBbolt, or `rivet import`)"}
 )
 
 // invalidKind is a distinct error value that is also an ErrInvalid.
