@@ -395,7 +395,7 @@ func (db *DB) truncateTail(cleanMeta bool) error {
 		err := db.writeCleanMeta()
 		db.writer.Unlock()
 		if err != nil {
-			return db.latch(err)
+			return err
 		}
 	}
 	for {
@@ -518,7 +518,13 @@ func (db *DB) autoCompactor(cfg AutoCompact) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			db.logger.Errorf("automatic compaction: %v", err)
-			return
+			if db.latchedErr() != nil || db.isClosed() {
+				return
+			}
+			// A failed write (a full disk) rolled its step back: try
+			// again later, backing off as when nothing is given back.
+			idle = min(idle+1, maxAutoCompactBackoff)
+			skip = 1<<idle - 1
 		case released > 0:
 			db.logger.Infof("automatic compaction gave back %d bytes of state", released)
 			idle = 0

@@ -100,12 +100,23 @@ type DB struct {
 	stats      Stats
 	spaceStats spacemap.Stats // copied after each commit, for Stats()
 
-	latched error // first failed write or flush; refuses writes (guarded by mu)
+	latched error // the failed flush; refuses writes (guarded by mu)
 
 	// head is the newest committed state, which the next write transaction
 	// builds on; in Full mode it may be ahead of cur (not yet durable).
 	// Guarded by writer.
 	head *page.Meta
+	// base is the newest sealed state: published to readers, or covered
+	// by a sync point whose writes succeeded. A sync point that fails to
+	// write takes the commits after it back (head = base). Guarded by
+	// writer.
+	// Invariant: durable <= base.Txid <= head.Txid, and no txid up to
+	// base.Txid is ever reused.
+	base *page.Meta
+	// chainWaiters are the commits after base waiting for their sync
+	// point; a sync point that fails to write tells them they were rolled
+	// back. Guarded by writer.
+	chainWaiters []*commitWait
 
 	// treeRuns and pagerRuns are the backing arrays of a write
 	// transaction's list of spilled runs (tx.env.Runs) and of its copy for
@@ -448,14 +459,16 @@ func keepRuns[R any](runs []R) []R {
 	return runs[:0]
 }
 
-// latch records the first failed write or flush; from then on every write
-// transaction fails with it until the DB is reopened.
+// latch records a failed flush (or a failed StrictMode check); from then on
+// every write transaction fails with it until the DB is reopened. A failed
+// write does not latch: the durable state is still certain (docs/design.md
+// §3.2), and the commit that failed is rolled back instead.
 func (db *DB) latch(err error) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.latched == nil {
 		db.latched = &latchedError{err: err}
-		db.logger.Errorf("write or flush failed, refusing writes until reopened: %v", err)
+		db.logger.Errorf("flush failed, refusing writes until reopened: %v", err)
 	}
 	return db.latched
 }
@@ -544,7 +557,7 @@ func (db *DB) Sync() error {
 	if err := db.latchedErr(); err != nil {
 		return err
 	}
-	return db.syncThrough(db.headTxid(), true)
+	return db.syncThrough(db.headTxid(), true, nil)
 }
 
 // isClosed reports whether the DB is not open: closed, or never opened.
@@ -576,7 +589,7 @@ func (db *DB) Close() error {
 	db.bgSyncs.Wait()
 	var first error
 	if !db.readOnly && !db.isClosed() && db.latchedErr() == nil {
-		first = db.syncThrough(db.headTxid(), true)
+		first = db.syncThrough(db.headTxid(), true, nil)
 	}
 	db.writer.Lock()
 	defer db.writer.Unlock()

@@ -217,6 +217,7 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	db.space = space
 	db.cur = meta
 	db.head = meta
+	db.base = meta
 	db.durable = meta.Txid
 	db.steadySlot = slot
 	db.lastFullSync = time.Now()

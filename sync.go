@@ -1,6 +1,7 @@
 package rivet
 
 import (
+	"fmt"
 	"runtime"
 	"time"
 
@@ -26,6 +27,11 @@ import (
 //
 // Invariant: db.durable (the steady txid) only grows, and only after the
 // flush that made it durable returned nil.
+//
+// A sync point whose writes fail (before its flush) takes back every
+// commit after db.base (abortSync): those are the commits still waiting
+// for it, never seen by a reader. Only a failed flush latches
+// (docs/design.md §3.2).
 
 // syncJob is a prepared sync point: its maps and meta are written, the
 // flush is still to come.
@@ -71,22 +77,25 @@ func (db *DB) syncKind(forceFull bool) vfs.SyncKind {
 
 // prepareSync writes, together with extra (a commit's data pages, so a
 // lone commit still costs one write call per contiguous run), the region
-// maps and the meta of db.head. The caller holds the writer lock and the
-// sync leadership. It returns nil when head is already durable.
+// maps and then the meta of db.head. The caller holds the writer lock and
+// the sync leadership. It returns nil when head is already durable.
+//
+// On success every commit so far is sealed: only a failed flush can fail
+// it now, and that latches. If a write fails, the sync point never
+// happened (abortSync): the commits after db.base are taken back and the
+// error is returned, to the caller and to the commits waiting for it.
 func (db *DB) prepareSync(kind vfs.SyncKind, extra []pager.Run) (*syncJob, error) {
 	head := db.head
-	// Every commit so far is taken up by this sync point (or was by one
-	// before).
-	db.lastSyncCommits.Store(db.unsyncedCommits.Swap(0))
 	db.syncMu.Lock()
 	steady, slot := db.durable, 1-db.steadySlot
 	db.syncMu.Unlock()
 	if head.Txid == steady {
 		if len(extra) > 0 {
 			if err := db.pager.WriteRuns(extra); err != nil {
-				return nil, db.latch(err)
+				return nil, db.abortSync(nil, slot, false, err)
 			}
 		}
+		db.sealSynced()
 		return nil, nil
 	}
 	db.spaceMu.Lock()
@@ -107,16 +116,69 @@ func (db *DB) prepareSync(kind vfs.SyncKind, extra []pager.Run) (*syncJob, error
 	buf := db.metaBuf
 	page.EncodeMeta(buf, &meta)
 
-	runs := make([]pager.Run, 0, len(extra)+len(img.Pages)+1)
+	runs := make([]pager.Run, 0, len(extra)+len(img.Pages))
 	runs = append(runs, extra...)
 	for _, p := range img.Pages {
 		runs = append(runs, pager.Run{ID: p.ID, Data: p.Data})
 	}
-	runs = append(runs, pager.Run{ID: page.ID(slot), Data: buf})
 	if err := db.pager.WriteRuns(runs); err != nil {
-		return nil, db.latch(err)
+		return nil, db.abortSync(&img, slot, false, err)
 	}
+	// The meta last, on its own: if anything before it failed it is not
+	// written, so the taken-back commits cannot come back with it after a
+	// crash (and a page written before it that later fails its checksum
+	// makes recovery fall back anyway, §3.2).
+	if err := db.pager.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
+		return nil, db.abortSync(&img, slot, true, err)
+	}
+	db.sealSynced()
 	return &syncJob{meta: &meta, slot: slot, kind: kind, img: img}, nil
+}
+
+// sealSynced seals every commit so far, once the sync point taking them up
+// is written.
+func (db *DB) sealSynced() {
+	// Every commit so far is taken up by this sync point (or was by one
+	// before).
+	db.lastSyncCommits.Store(db.unsyncedCommits.Swap(0))
+	db.seal()
+}
+
+// abortSync ends a sync point whose writes failed (err) before its flush.
+// The steady meta and the maps it names were not written (invariants 2
+// and 3), so the durable state is certain and nothing latches: the free
+// space map takes back the image (if one was prepared) and every commit
+// after db.base, head goes back to base, and the commits waiting for this
+// sync point learn that they were rolled back. metaWritten says the meta
+// slot was being written: until a sync point writes it whole, its HWM is
+// unknown, which keeps truncation from cutting under what it may hold.
+// The caller holds the writer lock and the sync leadership. It returns the
+// error the commits report.
+func (db *DB) abortSync(img *spacemap.SyncImage, slot int, metaWritten bool, err error) error {
+	db.spaceMu.Lock()
+	if img != nil {
+		db.space.AbortSync(*img)
+	}
+	undone := db.space.Undo()
+	db.spaceMu.Unlock()
+	err = fmt.Errorf("rivet: sync point failed to write (commits rolled back: %d): %w", undone, err)
+	db.head = db.base
+	db.unsyncedCommits.Add(-int64(undone))
+	db.mu.Lock()
+	db.stats.Commits -= int64(undone)
+	db.mu.Unlock()
+	db.syncMu.Lock()
+	if metaWritten {
+		db.slotHWM[slot] = 0
+	}
+	for _, w := range db.chainWaiters {
+		w.err = err
+	}
+	db.syncMu.Unlock()
+	clear(db.chainWaiters)
+	db.chainWaiters = db.chainWaiters[:0]
+	db.logger.Warningf("%v", err)
+	return err
 }
 
 // finishSync flushes a prepared sync point and makes it the steady state.
@@ -158,9 +220,22 @@ func (db *DB) finishSync(job *syncJob) error {
 
 // syncThrough makes every transaction up to txid durable, leading sync
 // points itself whenever none is in flight. Called without the writer lock.
-func (db *DB) syncThrough(txid uint64, forceFull bool) error {
+// A commit passes its waiter: if a sync point fails to write and takes the
+// commit back, syncThrough returns that error (txid may then be reused by
+// a later commit, so durable >= txid alone does not say the commit is
+// durable). It returns early, with nil, when head itself is durable: a
+// transaction above it was taken back.
+func (db *DB) syncThrough(txid uint64, forceFull bool, w *commitWait) error {
 	db.syncMu.Lock()
-	for db.durable < txid {
+	for {
+		if w != nil && w.err != nil {
+			err := w.err
+			db.syncMu.Unlock()
+			return err
+		}
+		if db.durable >= txid {
+			break
+		}
 		if err := db.latchedErr(); err != nil {
 			db.syncMu.Unlock()
 			return err
@@ -184,7 +259,7 @@ func (db *DB) syncThrough(txid uint64, forceFull bool) error {
 			err = db.finishSync(job)
 		}
 		db.releaseSync()
-		if err != nil {
+		if err != nil || job == nil {
 			return err
 		}
 		db.syncMu.Lock()
@@ -236,7 +311,7 @@ func (db *DB) startBackgroundSync(txid uint64) {
 	go func() {
 		defer db.bgSyncs.Done()
 		defer db.bgSyncing.Store(false)
-		if err := db.syncThrough(txid, false); err != nil && err != ErrDatabaseNotOpen {
+		if err := db.syncThrough(txid, false, nil); err != nil && err != ErrDatabaseNotOpen {
 			db.logger.Errorf("early sync point: %v", err)
 		}
 	}()
@@ -260,9 +335,13 @@ func (db *DB) periodicSyncer(interval time.Duration) {
 		case <-db.bgStop:
 			return
 		case <-t.C:
-			if err := db.syncThrough(db.headTxid(), false); err != nil {
+			if err := db.syncThrough(db.headTxid(), false, nil); err != nil {
+				if err == ErrDatabaseNotOpen {
+					return
+				}
+				// A failed write (a full disk) is tried again at the next
+				// tick; after a failed flush every tick fails at once.
 				db.logger.Errorf("periodic sync point: %v", err)
-				return
 			}
 		}
 	}
@@ -297,11 +376,13 @@ func (db *DB) writeCleanMeta() error {
 	db.syncMu.Lock()
 	db.slotHWM[slot] = 0 // being overwritten: unknown until flushed
 	db.syncMu.Unlock()
+	// A failed write leaves the slot's HWM unknown, which only stops
+	// truncation; a failed flush latches.
 	if err := db.pager.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
 		return err
 	}
 	if err := db.pager.Sync(vfs.SyncData); err != nil {
-		return err
+		return db.latch(err)
 	}
 	db.syncMu.Lock()
 	db.slotHWM[slot] = meta.HWM

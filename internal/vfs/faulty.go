@@ -9,7 +9,7 @@ import (
 )
 
 // FaultyFS wraps an FS and makes chosen operations fail, to test how rivet
-// handles I/O errors (a failed write or flush must latch the DB, never be
+// handles I/O errors (a failed flush must latch the DB, never be
 // retried or ignored).
 //
 // Arm a Fault to fail the Nth matching call counted from the moment it is
