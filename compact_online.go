@@ -425,12 +425,12 @@ func (db *DB) truncateLocked(minExcess, chunk int64) (more bool, err error) {
 		return false, nil
 	}
 	db.syncMu.Lock()
-	cut := max(db.slotHWM[0], db.slotHWM[1])
-	unknown := db.slotHWM[0] == 0 || db.slotHWM[1] == 0
+	slots := db.slotMeta
 	db.syncMu.Unlock()
-	if unknown {
+	if slots[0] == nil || slots[1] == nil {
 		return false, nil
 	}
+	cut := max(slots[0].HWM, slots[1].HWM)
 	cut = max(cut, db.head.HWM)
 	db.mu.Lock()
 	for _, slot := range db.readers {

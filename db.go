@@ -144,11 +144,16 @@ type DB struct {
 	syncing    bool   // a sync point is in flight
 	durable    uint64 // txid of the last sync point whose flush returned (the steady txid)
 	steadySlot int    // meta slot (0 or 1) holding the steady meta
-	// slotHWM is the HWM of the meta in each slot on disk (0: unknown,
-	// e.g. a slot that did not decode at Open). Truncation never cuts
-	// below either (docs/design.md §4.1). Guarded by syncMu.
-	slotHWM      [2]uint64
+	// slotMeta is the meta each slot holds on disk (nil: unknown, e.g. a
+	// slot that did not decode at Open). Truncation never cuts below the
+	// HWM of either (docs/design.md §4.1), and a failed meta write puts
+	// the slot's meta back (restoreMetaSlot). Guarded by syncMu.
+	slotMeta     [2]*page.Meta
 	lastFullSync time.Time // Barrier: when the last full flush returned
+	// flushed is the txid of the newest sync point a full flush made
+	// durable; in Barrier mode durable may be ahead of it (a barrier
+	// orders, it does not make durable).
+	flushed uint64
 	// unsyncedCommits counts the commits since the last sync point was
 	// prepared (a sync leader lingers while it grows).
 	unsyncedCommits atomic.Int64

@@ -182,11 +182,7 @@ func (db *DB) load(fs vfs.FS) error {
 	}
 	db.noteDamagedMeta(metas, errs, slot, &rec)
 	db.recovered = rec
-	for i, m := range metas {
-		if m != nil {
-			db.slotHWM[i] = m.HWM
-		}
-	}
+	db.slotMeta = metas
 	return db.start(meta, slot)
 }
 
@@ -221,6 +217,7 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	db.durable = meta.Txid
 	db.steadySlot = slot
 	db.lastFullSync = time.Now()
+	db.flushed = meta.Txid
 	db.spaceStats = space.Stats()
 	if !db.readOnly {
 		// The state may have been recovered from the page cache after a
@@ -575,7 +572,7 @@ func (db *DB) create(fs vfs.FS) error {
 	if err != nil {
 		return err
 	}
-	db.slotHWM = [2]uint64{m.HWM, m.HWM}
+	db.slotMeta = [2]*page.Meta{m, m}
 	return db.start(m, 0)
 }
 

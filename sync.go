@@ -92,7 +92,7 @@ func (db *DB) prepareSync(kind vfs.SyncKind, extra []pager.Run) (*syncJob, error
 	if head.Txid == steady {
 		if len(extra) > 0 {
 			if err := db.pager.WriteRuns(extra); err != nil {
-				return nil, db.abortSync(nil, slot, false, err)
+				return nil, db.abortSync(nil, err)
 			}
 		}
 		db.sealSynced()
@@ -122,14 +122,14 @@ func (db *DB) prepareSync(kind vfs.SyncKind, extra []pager.Run) (*syncJob, error
 		runs = append(runs, pager.Run{ID: p.ID, Data: p.Data})
 	}
 	if err := db.pager.WriteRuns(runs); err != nil {
-		return nil, db.abortSync(&img, slot, false, err)
+		return nil, db.abortSync(&img, err)
 	}
-	// The meta last, on its own: if anything before it failed it is not
-	// written, so the taken-back commits cannot come back with it after a
-	// crash (and a page written before it that later fails its checksum
-	// makes recovery fall back anyway, §3.2).
+	// The meta last, on its own: when a write before it fails, no meta
+	// names the taken-back commits, so no crash can bring them back. When
+	// the meta's own write fails, restoreMetaSlot takes care of that.
 	if err := db.pager.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
-		return nil, db.abortSync(&img, slot, true, err)
+		db.restoreMetaSlot(slot)
+		return nil, db.abortSync(&img, err)
 	}
 	db.sealSynced()
 	return &syncJob{meta: &meta, slot: slot, kind: kind, img: img}, nil
@@ -149,12 +149,9 @@ func (db *DB) sealSynced() {
 // and 3), so the durable state is certain and nothing latches: the free
 // space map takes back the image (if one was prepared) and every commit
 // after db.base, head goes back to base, and the commits waiting for this
-// sync point learn that they were rolled back. metaWritten says the meta
-// slot was being written: until a sync point writes it whole, its HWM is
-// unknown, which keeps truncation from cutting under what it may hold.
-// The caller holds the writer lock and the sync leadership. It returns the
+// sync point learn that they were rolled back. The caller holds the writer lock and the sync leadership. It returns the
 // error the commits report.
-func (db *DB) abortSync(img *spacemap.SyncImage, slot int, metaWritten bool, err error) error {
+func (db *DB) abortSync(img *spacemap.SyncImage, err error) error {
 	db.spaceMu.Lock()
 	if img != nil {
 		db.space.AbortSync(*img)
@@ -168,9 +165,6 @@ func (db *DB) abortSync(img *spacemap.SyncImage, slot int, metaWritten bool, err
 	db.stats.Commits -= int64(undone)
 	db.mu.Unlock()
 	db.syncMu.Lock()
-	if metaWritten {
-		db.slotHWM[slot] = 0
-	}
 	for _, w := range db.chainWaiters {
 		w.err = err
 	}
@@ -197,9 +191,10 @@ func (db *DB) finishSync(job *syncJob) error {
 	db.syncMu.Lock()
 	db.durable = job.meta.Txid
 	db.steadySlot = job.slot
-	db.slotHWM[job.slot] = job.meta.HWM
+	db.slotMeta[job.slot] = job.meta
 	if job.kind == vfs.SyncData {
 		db.lastFullSync = time.Now()
+		db.flushed = job.meta.Txid
 	}
 	db.syncMu.Unlock()
 	if h := db.hooks; h != nil && h.afterDurable != nil {
@@ -219,7 +214,9 @@ func (db *DB) finishSync(job *syncJob) error {
 }
 
 // syncThrough makes every transaction up to txid durable, leading sync
-// points itself whenever none is in flight. Called without the writer lock.
+// points itself whenever none is in flight; with forceFull, durable by a
+// full flush (a Barrier sync point's barrier does not count). Called
+// without the writer lock.
 // A commit passes its waiter: if a sync point fails to write and takes the
 // commit back, syncThrough returns that error (txid may then be reused by
 // a later commit, so durable >= txid alone does not say the commit is
@@ -233,7 +230,7 @@ func (db *DB) syncThrough(txid uint64, forceFull bool, w *commitWait) error {
 			db.syncMu.Unlock()
 			return err
 		}
-		if db.durable >= txid {
+		if db.durable >= txid && (!forceFull || db.flushed >= txid) {
 			break
 		}
 		if err := db.latchedErr(); err != nil {
@@ -255,8 +252,12 @@ func (db *DB) syncThrough(txid uint64, forceFull bool, w *commitWait) error {
 		db.writer.Lock()
 		job, err := db.prepareSync(db.syncKind(forceFull), nil)
 		db.writer.Unlock()
-		if err == nil && job != nil {
+		switch {
+		case err == nil && job != nil:
 			err = db.finishSync(job)
+		case err == nil && forceFull:
+			// Head is steady, perhaps only behind a barrier.
+			err = db.flushSteady()
 		}
 		db.releaseSync()
 		if err != nil || job == nil {
@@ -264,6 +265,27 @@ func (db *DB) syncThrough(txid uint64, forceFull bool, w *commitWait) error {
 		}
 		db.syncMu.Lock()
 	}
+	db.syncMu.Unlock()
+	return nil
+}
+
+// flushSteady makes the steady state durable with a full flush: in Barrier
+// mode its sync point may have been ordered by a barrier only. The caller
+// leads (no sync point is in flight).
+func (db *DB) flushSteady() error {
+	db.syncMu.Lock()
+	steady := db.durable
+	done := db.flushed >= steady
+	db.syncMu.Unlock()
+	if done {
+		return nil
+	}
+	if err := db.pager.Sync(vfs.SyncData); err != nil {
+		return db.latch(err)
+	}
+	db.syncMu.Lock()
+	db.flushed = max(db.flushed, steady)
+	db.lastFullSync = time.Now()
 	db.syncMu.Unlock()
 	return nil
 }
@@ -373,19 +395,48 @@ func (db *DB) writeCleanMeta() error {
 	meta.Changed = make([]byte, len(cur.Changed))
 	buf := make([]byte, db.pageSize)
 	page.EncodeMeta(buf, &meta)
-	db.syncMu.Lock()
-	db.slotHWM[slot] = 0 // being overwritten: unknown until flushed
-	db.syncMu.Unlock()
-	// A failed write leaves the slot's HWM unknown, which only stops
-	// truncation; a failed flush latches.
+	// The writer lock is held throughout, so nothing reads slotMeta[slot]
+	// while the slot is being overwritten.
 	if err := db.pager.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
+		db.restoreMetaSlot(slot)
 		return err
 	}
 	if err := db.pager.Sync(vfs.SyncData); err != nil {
 		return db.latch(err)
 	}
 	db.syncMu.Lock()
-	db.slotHWM[slot] = meta.HWM
+	db.slotMeta[slot] = &meta
 	db.syncMu.Unlock()
 	return nil
+}
+
+// restoreMetaSlot puts back the meta slot held before a write into it
+// failed, and flushes it. A failed write may still have put part of the new
+// meta in the file — enough, if its checksummed bytes made it, for Open to
+// take it after a crash, bringing back a state whose commits were told they
+// failed. Rewriting the slot's previous meta (or zeros, if it held none
+// that decoded) and flushing closes that window before the error reaches
+// anyone. If the rewrite fails too the slot is unknown (truncation stops
+// cutting); if its flush fails the DB latches. The caller holds the writer
+// lock.
+func (db *DB) restoreMetaSlot(slot int) {
+	db.syncMu.Lock()
+	prev := db.slotMeta[slot]
+	db.slotMeta[slot] = nil
+	db.syncMu.Unlock()
+	buf := make([]byte, db.pageSize)
+	if prev != nil {
+		page.EncodeMeta(buf, prev)
+	}
+	if err := db.pager.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
+		db.logger.Errorf("meta slot %d: writing back its previous meta after a failed write: %v", slot, err)
+		return
+	}
+	if err := db.pager.Sync(vfs.SyncData); err != nil {
+		_ = db.latch(err)
+		return
+	}
+	db.syncMu.Lock()
+	db.slotMeta[slot] = prev
+	db.syncMu.Unlock()
 }
