@@ -1,0 +1,487 @@
+package rivet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/vfs"
+)
+
+// A write fault (a full disk, an I/O error) before a flush must not latch
+// the DB: the failing commit is rolled back and the DB goes on
+// (docs/design.md §3.2). These tests inject faults at every write, file
+// growth and flush a fixed workload makes, in each durability mode, and
+// check the outcome against a model of the acknowledged commits.
+
+// faultModel is the content of a database: "bucket/.../key" -> value.
+type faultModel map[string]string
+
+// faultStep is one step of the workload: a transaction (apply says what it
+// does to the model when it commits), a Sync or a Compact.
+type faultStep struct {
+	name  string
+	run   func(db *DB) error
+	apply func(m faultModel)
+	// durable: once the step returns nil, everything before it is durable
+	// in every mode (a Sync or a Compact, which syncs).
+	durable bool
+}
+
+// faultValue is a value of n bytes that names its key and version.
+func faultValue(key string, version, n int) string {
+	s := fmt.Sprintf("%s@%d;", key, version)
+	return strings.Repeat(s, n/len(s)+1)[:n]
+}
+
+// faultPuts is a transaction putting keys prefix+i for i in [from, to) into
+// the bucket at path, creating the buckets as needed.
+func faultPuts(path []string, prefix string, from, to, size, version int) faultStep {
+	return faultStep{
+		name: fmt.Sprintf("put %s/%s[%d,%d) %dB", strings.Join(path, "/"), prefix, from, to, size),
+		run: func(db *DB) error {
+			return db.Update(func(tx *Tx) error {
+				b, err := tx.CreateBucketIfNotExists([]byte(path[0]))
+				if err != nil {
+					return err
+				}
+				for _, p := range path[1:] {
+					if b, err = b.CreateBucketIfNotExists([]byte(p)); err != nil {
+						return err
+					}
+				}
+				for i := from; i < to; i++ {
+					k := fmt.Sprintf("%s%03d", prefix, i)
+					if err := b.Put([]byte(k), []byte(faultValue(k, version, size))); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+		apply: func(m faultModel) {
+			for i := from; i < to; i++ {
+				k := fmt.Sprintf("%s%03d", prefix, i)
+				m[strings.Join(append(slices.Clone(path), k), "/")] = faultValue(k, version, size)
+			}
+		},
+	}
+}
+
+// faultDeletes deletes keys prefix+i for i in [from, to) from bucket.
+func faultDeletes(bucket, prefix string, from, to int) faultStep {
+	return faultStep{
+		name: fmt.Sprintf("delete %s/%s[%d,%d)", bucket, prefix, from, to),
+		run: func(db *DB) error {
+			return db.Update(func(tx *Tx) error {
+				// The bucket is missing if the step creating it failed.
+				b, err := tx.CreateBucketIfNotExists([]byte(bucket))
+				if err != nil {
+					return err
+				}
+				for i := from; i < to; i++ {
+					if err := b.Delete([]byte(fmt.Sprintf("%s%03d", prefix, i))); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+		apply: func(m faultModel) {
+			for i := from; i < to; i++ {
+				delete(m, fmt.Sprintf("%s/%s%03d", bucket, prefix, i))
+			}
+		},
+	}
+}
+
+// faultWorkload is the fixed workload: small and large values (blobs,
+// growth of the file, early writes), deletes, a nested bucket, a whole
+// bucket deleted, explicit sync points and an online compaction.
+func faultWorkload() []faultStep {
+	return []faultStep{
+		faultPuts([]string{"a"}, "k", 0, 10, 100, 1),
+		faultPuts([]string{"a"}, "big", 0, 1, 20<<10, 1),
+		faultPuts([]string{"a"}, "k", 10, 60, 200, 1),
+		faultDeletes("a", "k", 0, 10),
+		{name: "sync", run: func(db *DB) error { return db.Sync() }, durable: true},
+		faultPuts([]string{"a", "n"}, "x", 0, 20, 50, 1),
+		faultPuts([]string{"a"}, "huge", 0, 1, 150<<10, 1),
+		faultPuts([]string{"a"}, "k", 10, 30, 300, 2),
+		faultDeletes("a", "big", 0, 1),
+		faultDeletes("a", "huge", 0, 1),
+		{name: "compact", run: func(db *DB) error { _, err := db.Compact(context.Background()); return err }, durable: true},
+		faultPuts([]string{"b"}, "y", 0, 40, 120, 1),
+		{name: "sync", run: func(db *DB) error { return db.Sync() }, durable: true},
+		{
+			name: "delete bucket b",
+			run: func(db *DB) error {
+				return db.Update(func(tx *Tx) error {
+					// Missing if the step creating it failed.
+					if err := tx.DeleteBucket([]byte("b")); err != nil && !errors.Is(err, ErrBucketNotFound) {
+						return err
+					}
+					return nil
+				})
+			},
+			apply: func(m faultModel) {
+				for k := range m {
+					if strings.HasPrefix(k, "b/") {
+						delete(m, k)
+					}
+				}
+			},
+		},
+		faultPuts([]string{"a"}, "k", 60, 70, 100, 1),
+	}
+}
+
+// dumpModel reads every key of the database in the model's form.
+func dumpModel(db *DB) (faultModel, error) {
+	m := faultModel{}
+	var walk func(b *Bucket, prefix string) error
+	walk = func(b *Bucket, prefix string) error {
+		return b.ForEach(func(k, v []byte) error {
+			if v == nil {
+				return walk(b.Bucket(k), prefix+string(k)+"/")
+			}
+			m[prefix+string(k)] = string(v)
+			return nil
+		})
+	}
+	err := db.View(func(tx *Tx) error {
+		return tx.ForEach(func(name []byte, b *Bucket) error { return walk(b, string(name)+"/") })
+	})
+	return m, err
+}
+
+// faultModes are the durability modes the sweep runs in. Periodic's
+// interval is long so that no tick interleaves with the workload's I/O.
+var faultModes = []struct {
+	name string
+	d    Durability
+}{
+	{"Full", Full},
+	{"Barrier", Barrier},
+	{"Periodic", Periodic(time.Hour)},
+	{"None", None},
+}
+
+// faultOpts are the options of every DB in the sweep.
+func faultOpts(d Durability) *Options {
+	return &Options{PageSize: 1024, InitialMmapSize: memMapSize, Durability: d}
+}
+
+// countFaultPoints runs the workload without faults and returns how many
+// WriteAt, Truncate and Sync calls it makes after Open.
+func countFaultPoints(t *testing.T, d Durability) vfs.Counts {
+	t.Helper()
+	cfs := vfs.NewCounting(vfs.NewCrashable())
+	db, err := openFS(cfs, "/db", 0o600, faultOpts(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.earlyWritePages.Store(4)
+	cfs.Reset()
+	want := faultModel{}
+	for _, s := range faultWorkload() {
+		if err := s.run(db); err != nil {
+			t.Fatalf("%s without faults: %v", s.name, err)
+		}
+		if s.apply != nil {
+			s.apply(want)
+		}
+	}
+	c := cfs.Snapshot()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// faultRun is one run of the workload with one fault armed.
+type faultRun struct {
+	t     *testing.T
+	mode  Durability
+	fault vfs.Fault
+	// clearAfter, for a Persist fault, is how many steps after the one it
+	// first failed it is disarmed (the disk got room again).
+	clearAfter int
+
+	cfs *vfs.CrashFS
+	ffs *vfs.FaultyFS
+	db  *DB
+	// states are the models after each acknowledged step (states[0]: the
+	// empty database); durable indexes the newest one every crash keeps
+	// (in Barrier mode a barrier is not a flush: CrashFS keeps it only as
+	// an order, as macOS does).
+	states  []faultModel
+	durable int
+	// maybe is a state a crash may also show: the step whose flush failed
+	// (its writes may all have survived).
+	maybe faultModel
+}
+
+func (r *faultRun) fatalf(format string, args ...any) {
+	r.t.Helper()
+	r.t.Fatalf("%s, fault %+v: %s", r.mode, r.fault, fmt.Sprintf(format, args...))
+}
+
+// last is the model of every acknowledged step.
+func (r *faultRun) last() faultModel { return r.states[len(r.states)-1] }
+
+// run runs the workload with the fault armed after Open and checks every
+// step's outcome, and after a step that failed by a write fault, that no
+// crash brings it back; it reports whether the fault fired.
+func (r *faultRun) run(rng *rand.Rand) bool {
+	r.t.Helper()
+	r.cfs = vfs.NewCrashable()
+	r.ffs = vfs.NewFaulty(r.cfs)
+	db, err := openFS(r.ffs, "/db", 0o600, faultOpts(r.mode))
+	if err != nil {
+		r.fatalf("open: %v", err)
+	}
+	r.db = db
+	db.earlyWritePages.Store(4)
+	r.states = []faultModel{{}}
+	r.ffs.Arm(r.fault)
+	failedAt := -1
+	flushFailed := false
+	for i, s := range faultWorkload() {
+		injected := r.ffs.Injected()
+		err := s.run(db)
+		fired := r.ffs.Injected() > injected
+		if fired && failedAt < 0 {
+			failedAt = i
+		}
+		switch {
+		case err == nil:
+			next := maps.Clone(r.last())
+			if s.apply != nil {
+				s.apply(next)
+			}
+			r.states = append(r.states, next)
+			if s.durable || (r.mode == Full && s.apply != nil) {
+				r.durable = len(r.states) - 1
+			}
+		case r.fault.Op == vfs.OpSync:
+			// A failed flush latches: the step failed with the flush's
+			// error, or (after it) with ErrLatched.
+			if !errors.Is(err, rerrors.ErrLatched) {
+				r.fatalf("step %d (%s): %v after a failed flush, want ErrLatched", i, s.name, err)
+			}
+			if fired && !flushFailed {
+				if !errors.Is(err, r.fault.Err) {
+					r.fatalf("step %d (%s): %v, want the flush's error", i, s.name, err)
+				}
+				flushFailed = true
+				if s.apply != nil {
+					r.maybe = maps.Clone(r.last())
+					s.apply(r.maybe)
+				}
+			}
+		default:
+			if !fired && !(r.fault.Persist && failedAt >= 0) {
+				r.fatalf("step %d (%s) failed with no fault injected: %v", i, s.name, err)
+			}
+			if !errors.Is(err, r.fault.Err) || errors.Is(err, rerrors.ErrLatched) {
+				r.fatalf("step %d (%s): %v, want %v and no latch", i, s.name, err, r.fault.Err)
+			}
+			if fired {
+				r.crashCheck(rng)
+			}
+		}
+		if r.fault.Op != vfs.OpSync {
+			if st := db.Stats(); st.Latched {
+				r.fatalf("step %d (%s): latched by a write fault: %v", i, s.name, db.latchedErr())
+			}
+			// Readers see exactly the acknowledged state.
+			r.wantState(db, "after step "+s.name, r.last())
+		}
+		if r.fault.Persist && failedAt >= 0 && i >= failedAt+r.clearAfter {
+			r.ffs.Disarm()
+		}
+	}
+	r.ffs.Disarm()
+	if r.fault.Op == vfs.OpSync && flushFailed {
+		if !db.Stats().Latched || !errors.Is(db.latchedErr(), r.fault.Err) {
+			r.fatalf("latched %v with cause %v, want the failed flush", db.Stats().Latched, db.latchedErr())
+		}
+	}
+	return r.ffs.Injected() > 0
+}
+
+// wantState fails unless db holds exactly want, and passes Check.
+func (r *faultRun) wantState(db *DB, when string, want faultModel) {
+	r.t.Helper()
+	got, err := dumpModel(db)
+	if err != nil {
+		r.fatalf("%s: reading: %v", when, err)
+	}
+	if !maps.Equal(got, want) {
+		r.fatalf("%s: %s", when, modelDiff(got, want))
+	}
+}
+
+// modelDiff describes how got differs from want.
+func modelDiff(got, want faultModel) string {
+	var missing, extra, wrong []string
+	for k, v := range want {
+		g, ok := got[k]
+		switch {
+		case !ok:
+			missing = append(missing, k)
+		case g != v:
+			wrong = append(wrong, k)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			extra = append(extra, k)
+		}
+	}
+	slices.Sort(missing)
+	slices.Sort(extra)
+	slices.Sort(wrong)
+	first := func(keys []string) []string { return keys[:min(len(keys), 5)] }
+	return fmt.Sprintf("%d keys, want %d; missing %q, extra %q, wrong value %q (at most 5 each)", len(got), len(want), first(missing), first(extra), first(wrong))
+}
+
+// crashCheck simulates crashes now — nothing unsynced kept, everything
+// kept, a random part kept and torn — and checks that each opens at an
+// acknowledged state no older than the newest durable one, or at the state
+// of a step whose flush failed.
+func (r *faultRun) crashCheck(rng *rand.Rand) {
+	r.t.Helper()
+	for name, crashed := range map[string]*vfs.CrashFS{
+		"power loss, nothing unflushed kept": r.cfs.CrashKeepNone(),
+		"process crash, everything kept":     r.cfs.CrashKeepAll(),
+		"power loss, some writes kept, torn": r.cfs.Crash(rng, vfs.DefaultCrashOptions),
+	} {
+		db, err := openFS(crashed, "/db", 0o600, faultOpts(r.mode))
+		if err != nil {
+			r.fatalf("%s: open: %v", name, err)
+		}
+		mustCheck(r.t, db)
+		got, err := dumpModel(db)
+		if err != nil {
+			r.fatalf("%s: reading: %v", name, err)
+		}
+		ok := r.maybe != nil && maps.Equal(got, r.maybe)
+		for _, s := range r.states[r.durable:] {
+			ok = ok || maps.Equal(got, s)
+		}
+		if !ok {
+			r.fatalf("%s: the file opens at no acknowledged state from step %d on: %s (against the last)", name, r.durable, modelDiff(got, r.last()))
+		}
+		if err := db.Close(); err != nil {
+			r.fatalf("%s: close: %v", name, err)
+		}
+	}
+}
+
+// finish checks the DB after the workload, with the fault cleared: it goes
+// on (a new commit), crashes now recover an acknowledged state, and Close
+// and a reopen keep exactly the acknowledged data.
+func (r *faultRun) finish(rng *rand.Rand) {
+	r.t.Helper()
+	db := r.db
+	if r.fault.Op == vfs.OpSync {
+		r.crashCheck(rng)
+		_ = db.Close()
+		return
+	}
+	mustCheck(r.t, db)
+	extra := faultPuts([]string{"after"}, "z", 0, 3, 64, 1)
+	if err := extra.run(db); err != nil {
+		r.fatalf("commit after the fault cleared: %v", err)
+	}
+	next := maps.Clone(r.last())
+	extra.apply(next)
+	r.states = append(r.states, next)
+	if r.mode == Full {
+		r.durable = len(r.states) - 1
+	}
+	r.wantState(db, "after the fault cleared", next)
+	mustCheck(r.t, db)
+	r.crashCheck(rng)
+	if err := db.Close(); err != nil {
+		r.fatalf("close: %v", err)
+	}
+	rdb, err := openFS(r.cfs, "/db", 0o600, faultOpts(r.mode))
+	if err != nil {
+		r.fatalf("reopen: %v", err)
+	}
+	defer rdb.Close()
+	mustCheck(r.t, rdb)
+	r.wantState(rdb, "after reopen", next)
+}
+
+// TestWriteFaultSweep injects a fault at every WriteAt, every Truncate
+// (file growth) and every Sync the workload makes, one per fresh database,
+// in each durability mode: EIO once, ENOSPC once after writing half a page,
+// ENOSPC on every call until the disk gets room again, and growth failing
+// with ENOSPC or EIO. A write or growth fault never latches: every step
+// that returned nil is in the database and every step that failed is not,
+// new commits succeed once the fault is cleared, Check passes, crashes at
+// the end recover an acknowledged state, and a reopen shows the same data.
+// A flush fault latches, with the flush's error as the cause. -short tries
+// every third point.
+func TestWriteFaultSweep(t *testing.T) {
+	seed := testSeed(t)
+	stride := 1
+	if testing.Short() || raceEnabled {
+		stride = 3
+	}
+	for _, m := range faultModes {
+		t.Run(m.name, func(t *testing.T) {
+			counts := countFaultPoints(t, m.d)
+			if counts.WriteCalls < 50 || counts.TruncateCalls < 3 || counts.SyncCalls() < 3 {
+				t.Fatalf("the workload makes too few calls to test: %+v", counts)
+			}
+			rng := rand.New(rand.NewPCG(uint64(seed), 0))
+			type variant struct {
+				fault      vfs.Fault
+				points     int64
+				clearAfter int
+			}
+			variants := []variant{
+				{vfs.Fault{Op: vfs.OpWrite, Err: syscall.EIO}, counts.WriteCalls, 0},
+				{vfs.Fault{Op: vfs.OpWrite, Err: syscall.ENOSPC, ShortWrite: 512}, counts.WriteCalls, 0},
+				{vfs.Fault{Op: vfs.OpWrite, Err: syscall.ENOSPC, Persist: true}, counts.WriteCalls, 1},
+				{vfs.Fault{Op: vfs.OpTruncate, Err: syscall.ENOSPC}, counts.TruncateCalls, 0},
+				{vfs.Fault{Op: vfs.OpTruncate, Err: syscall.EIO, Persist: true}, counts.TruncateCalls, 1},
+				{vfs.Fault{Op: vfs.OpSync, Err: syscall.EIO}, counts.SyncCalls(), 0},
+			}
+			tried, wantTried := 0, 0
+			for _, v := range variants {
+				for n := int64(1); n <= v.points; n++ {
+					if stride > 1 && n%int64(stride) != 1 && v.points > 3 {
+						continue
+					}
+					wantTried++
+					f := v.fault
+					f.Nth = int(n)
+					r := &faultRun{t: t, mode: m.d, fault: f, clearAfter: v.clearAfter}
+					if !r.run(rng) {
+						t.Fatalf("fault %+v never fired, though the workload makes %d such calls", f, v.points)
+					}
+					r.finish(rng)
+					tried++
+				}
+			}
+			if tried != wantTried || tried < 60 {
+				t.Fatalf("%d fault points tried, want %d (and at least 60)", tried, wantTried)
+			}
+			t.Logf("%d fault points: %d writes, %d growths, %d flushes in the workload", tried, counts.WriteCalls, counts.TruncateCalls, counts.SyncCalls())
+		})
+	}
+}
