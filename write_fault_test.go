@@ -485,3 +485,171 @@ func TestWriteFaultSweep(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupCommitWriteFailureRollsBackWaiters: commits that joined a group
+// while a flush ran (their pages written, waiting for the next sync point)
+// all fail with the write error when that sync point cannot write its meta,
+// and are rolled back: readers never saw them, the DB does not latch, the
+// next commit succeeds, and no crash brings them back. A compaction-like
+// lazy commit made over them is not shown to readers before they are
+// durable, and goes with them.
+func TestGroupCommitWriteFailureRollsBackWaiters(t *testing.T) {
+	crash := vfs.NewCrashable()
+	ffs := vfs.NewFaulty(crash)
+	g := &gateFS{FS: ffs}
+	db, err := openFS(g, "/db", 0o600, &Options{InitialMmapSize: memMapSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	put := func(k string) error {
+		return db.Update(func(tx *Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("b"))
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte(k), []byte(k))
+		})
+	}
+	if err := put("before"); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan error)
+	entered := make(chan struct{}, 16)
+	g.mu.Lock()
+	g.gate, g.entered = gate, entered
+	g.mu.Unlock()
+	// However the test ends, no flush stays held (Close would wait for it).
+	defer close(gate)
+	leadErr := make(chan error, 1)
+	go func() { leadErr <- put("lead") }()
+	<-entered // "lead" leads its sync point and is flushing
+
+	const n = 6
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func(i int) { errs <- put(fmt.Sprintf("k%d", i)) }(i)
+	}
+	headTxid := func() uint64 {
+		db.writer.Lock()
+		defer db.writer.Unlock()
+		return db.head.Txid
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for headTxid() < 3+n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the commits did not reach memory: head %d", headTxid())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A lazy commit (as a compaction step makes) over the waiting commits.
+	tx, err := db.Begin(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.lazy = true
+	if err := tx.Bucket([]byte("b")).Put([]byte("lazy"), []byte("lazy")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("lazy commit: %v", err)
+	}
+	if err := wantKeys(db, "before"); err != nil {
+		t.Fatalf("while the waiting commits are not durable: %v", err)
+	}
+
+	ffs.Arm(vfs.Fault{Op: vfs.OpWrite, Err: syscall.ENOSPC, Persist: true})
+	gate <- nil // "lead"'s flush succeeds; the next sync point fails to write
+	if err := <-leadErr; err != nil {
+		t.Fatalf("the commit whose flush succeeded: %v", err)
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; !errors.Is(err, syscall.ENOSPC) || errors.Is(err, rerrors.ErrLatched) {
+			t.Errorf("waiting commit: %v, want ENOSPC and no latch", err)
+		}
+	}
+	if ffs.Injected() == 0 {
+		t.Fatal("the fault never fired")
+	}
+	ffs.Disarm()
+	g.mu.Lock()
+	g.gate = nil
+	g.mu.Unlock()
+	if s := db.Stats(); s.Latched || s.Commits != 2 {
+		t.Fatalf("after the failed sync point: latched %v, %d commits (want 2: before, lead)", s.Latched, s.Commits)
+	}
+	if err := wantKeys(db, "before", "lead"); err != nil {
+		t.Fatal(err)
+	}
+	mustCheck(t, db)
+	if err := put("after"); err != nil {
+		t.Fatalf("commit after the fault cleared: %v", err)
+	}
+	if err := wantKeys(db, "before", "lead", "after"); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*vfs.CrashFS{"power loss": crash.CrashKeepNone(), "process crash": crash.CrashKeepAll()} {
+		rdb, err := openFS(c, "/db", 0o600, &Options{InitialMmapSize: memMapSize})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		mustCheck(t, rdb)
+		if err := wantKeys(rdb, "before", "lead", "after"); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		rdb.Close()
+	}
+}
+
+// TestCloseWriteFailure: Close on a full disk returns the write error and
+// leaves a file that opens at its last durable state: in None mode the
+// commits since the last Sync are lost (as in a crash), in Full mode
+// nothing (only the clean meta was not written).
+func TestCloseWriteFailure(t *testing.T) {
+	for _, m := range []struct {
+		name string
+		d    Durability
+		want []string
+	}{
+		{"None", None, []string{"synced"}},
+		{"Full", Full, []string{"synced", "late"}},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			crash := vfs.NewCrashable()
+			ffs := vfs.NewFaulty(crash)
+			opts := &Options{PageSize: 1024, InitialMmapSize: memMapSize, Durability: m.d}
+			db, err := openFS(ffs, "/db", 0o600, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := putValue(db, "synced"); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if err := putValue(db, "late"); err != nil {
+				t.Fatal(err)
+			}
+			ffs.Arm(vfs.Fault{Op: vfs.OpWrite, Err: syscall.ENOSPC, Persist: true})
+			if err := db.Close(); !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("Close on a full disk: %v, want ENOSPC", err)
+			}
+			ffs.Disarm()
+			for name, fs := range map[string]vfs.FS{"reopen": crash, "power loss": crash.CrashKeepNone()} {
+				rdb, err := openFS(fs, "/db", 0o600, opts)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				mustCheck(t, rdb)
+				if err := wantKeys(rdb, m.want...); err != nil {
+					t.Errorf("%s: %v", name, err)
+				}
+				if err := putValue(rdb, "new"); err != nil {
+					t.Errorf("%s: commit: %v", name, err)
+				}
+				rdb.Close()
+			}
+		})
+	}
+}
