@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -649,6 +651,187 @@ func TestCloseWriteFailure(t *testing.T) {
 					t.Errorf("%s: commit: %v", name, err)
 				}
 				rdb.Close()
+			}
+		})
+	}
+}
+
+// TestWriteFaultsConcurrent: writers commit concurrently (sharing flushes)
+// while a full disk comes and goes at random (every write or growth fails
+// with ENOSPC for a moment), and readers watch. Every commit that returned
+// nil is in the database at the end, none that failed is; no reader ever
+// sees a key that is not in the end state (no failed commit was visible);
+// nothing latches; and a power loss at the end keeps what Full mode
+// acknowledged. The seed drives the writers and the fault windows
+// (-rivet.seed); timing does the rest.
+func TestWriteFaultsConcurrent(t *testing.T) {
+	for _, m := range []struct {
+		name string
+		d    Durability
+	}{{"Full", Full}, {"None", None}} {
+		t.Run(m.name, func(t *testing.T) {
+			seed := testSeed(t)
+			crash := vfs.NewCrashable()
+			ffs := vfs.NewFaulty(crash)
+			opts := &Options{PageSize: 1024, InitialMmapSize: memMapSize, Durability: m.d}
+			// Flushes of 100 µs, so that commits wait for them in groups
+			// and a failed sync point takes several back.
+			db, err := openFS(&gateFS{FS: ffs, delay: 100 * time.Microsecond}, "/db", 0o600, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			db.earlyWritePages.Store(2)
+			if err := db.Update(func(tx *Tx) error { _, err := tx.CreateBucket([]byte("b")); return err }); err != nil {
+				t.Fatal(err)
+			}
+			const writers, commits = 4, 300
+			acked := make([][]string, writers)
+			failed := make([]int, writers)
+			var windows, grouped atomic.Int64
+			done := make(chan struct{})
+			errc := make(chan error, writers+2)
+			var wg, bg sync.WaitGroup
+			for w := 0; w < writers; w++ {
+				wg.Add(1)
+				go func(w int) {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(seed), uint64(w)))
+					for i := 0; i < commits; i++ {
+						if rng.IntN(12) == 0 {
+							// The disk fills and empties again: calls
+							// first..first+n-1 from now (any writer's) fail,
+							// one armed fault each.
+							op := vfs.OpWrite
+							if rng.IntN(4) == 0 {
+								op = vfs.OpTruncate
+							}
+							first, n := 1+rng.IntN(3), 1+rng.IntN(8)
+							for j := range n {
+								ffs.Arm(vfs.Fault{Op: op, Err: syscall.ENOSPC, Nth: first + j})
+							}
+							windows.Add(1)
+						}
+						k := fmt.Sprintf("w%d-%04d", w, i)
+						size := 50 + rng.IntN(400)
+						if rng.IntN(20) == 0 {
+							size = 8 << 10 // a blob: several pages, growth
+						}
+						err := db.Update(func(tx *Tx) error {
+							return tx.Bucket([]byte("b")).Put([]byte(k), []byte(faultValue(k, 1, size)))
+						})
+						switch {
+						case err == nil:
+							acked[w] = append(acked[w], k)
+						case errors.Is(err, syscall.ENOSPC) && !errors.Is(err, rerrors.ErrLatched):
+							failed[w]++
+							if strings.Contains(err.Error(), "sync point failed to write") && !strings.Contains(err.Error(), "rolled back: 1)") {
+								grouped.Add(1)
+							}
+						default:
+							errc <- fmt.Errorf("writer %d, commit %d: %v", w, i, err)
+							return
+						}
+					}
+				}(w)
+			}
+			// Readers: every key they see must be in the end state.
+			var seenMu sync.Mutex
+			seen := map[string]bool{}
+			bg.Add(1)
+			go func() {
+				defer bg.Done()
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					err := db.View(func(tx *Tx) error {
+						return tx.Bucket([]byte("b")).ForEach(func(k, _ []byte) error {
+							seenMu.Lock()
+							seen[string(k)] = true
+							seenMu.Unlock()
+							return nil
+						})
+					})
+					if err != nil {
+						errc <- fmt.Errorf("reader: %v", err)
+						return
+					}
+				}
+			}()
+			// In None mode, sync points run now and then, and fail while
+			// the disk is full.
+			if m.d == None {
+				bg.Add(1)
+				go func() {
+					defer bg.Done()
+					for {
+						select {
+						case <-done:
+							return
+						case <-time.After(time.Millisecond):
+						}
+						if err := db.Sync(); err != nil && !errors.Is(err, syscall.ENOSPC) {
+							errc <- fmt.Errorf("Sync: %v", err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(done)
+			bg.Wait()
+			ffs.Disarm()
+			close(errc)
+			for err := range errc {
+				t.Fatal(err)
+			}
+			if db.Stats().Latched {
+				t.Fatalf("latched: %v", db.latchedErr())
+			}
+			want := []string{}
+			nFailed := 0
+			for w := range writers {
+				want = append(want, acked[w]...)
+				nFailed += failed[w]
+			}
+			t.Logf("%d commits acknowledged, %d failed with ENOSPC (%d of them taken back with others by a failed sync point), %d fault windows, %d injected failures",
+				len(want), nFailed, grouped.Load(), windows.Load(), ffs.Injected())
+			if nFailed < 5 || len(want) < writers*commits/4 {
+				t.Fatalf("the run exercised too little: %d acknowledged, %d failed", len(want), nFailed)
+			}
+			if err := wantKeys(db, want...); err != nil {
+				t.Fatal(err)
+			}
+			wantSet := map[string]bool{}
+			for _, k := range want {
+				wantSet[k] = true
+			}
+			for k := range seen {
+				if !wantSet[k] {
+					t.Fatalf("a reader saw %s, whose commit failed", k)
+				}
+			}
+			mustCheck(t, db)
+			if err := putValue(db, "after"); err != nil {
+				t.Fatalf("commit after the faults: %v", err)
+			}
+			want = append(want, "after")
+			if m.d == None {
+				if err := db.Sync(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rdb, err := openFS(crash.CrashKeepNone(), "/db", 0o600, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rdb.Close()
+			mustCheck(t, rdb)
+			if err := wantKeys(rdb, want...); err != nil {
+				t.Fatalf("after a power loss: %v", err)
 			}
 		})
 	}
