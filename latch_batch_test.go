@@ -96,7 +96,14 @@ func TestWriteFailureRollsBack(t *testing.T) {
 			if err := putValue(db, "durable"); err != nil {
 				t.Fatal(err)
 			}
+			// A transaction that changes nothing first, so that the
+			// releases its Begin makes are done before the state is taken.
+			if err := db.Update(func(*Tx) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
 			before := db.Stats()
+			spaceBefore := db.space.Stats()
+			headBefore := db.head
 			ffs.Arm(tc.fault)
 			if tc.fault.Op == vfs.OpTruncate {
 				// Growth: a value larger than the file.
@@ -121,6 +128,13 @@ func TestWriteFailureRollsBack(t *testing.T) {
 			after := db.Stats()
 			if after.Latched || after.Commits != before.Commits {
 				t.Fatalf("after the failed commit: latched %v, commits %d (before %d)", after.Latched, after.Commits, before.Commits)
+			}
+			if db.head != headBefore {
+				t.Fatalf("head moved from txn %d to %d", headBefore.Txid, db.head.Txid)
+			}
+			sa := db.space.Stats()
+			if sa.HWM != spaceBefore.HWM || sa.FreePages != spaceBefore.FreePages || sa.PendingPages != spaceBefore.PendingPages || sa.AllocatablePages != spaceBefore.AllocatablePages {
+				t.Fatalf("free-space map after the failed commit %+v, before %+v", sa, spaceBefore)
 			}
 			if err := wantKeys(db, "durable"); err != nil {
 				t.Fatal(err)
