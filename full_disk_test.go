@@ -208,7 +208,7 @@ func wantNoSpace(t *testing.T, db *DB, err error, what string) {
 		t.Fatalf("%s: %v, want ENOSPC", what, err)
 	}
 	if errors.Is(err, rerrors.ErrLatched) || db.Stats().Latched {
-		t.Fatalf("%s: the DB latched: %v (a flush failed; ENOSPC came at fdatasync)", what, err)
+		t.Fatalf("%s: the DB latched: %v (cause: %v)", what, err, db.latchedErr())
 	}
 }
 
