@@ -50,7 +50,7 @@ func (tx *Tx) Commit() error {
 		db.releaseSync()
 	}
 	if err == nil && c.wait != noWait {
-		err = db.syncThrough(tx.txid, false, c.waiter)
+		err = db.syncThrough(tx.txid, false, c.chain)
 		if err != nil && c.published && !errors.Is(err, ErrLatched) {
 			// The transaction is committed and readers see it; the sync
 			// point it ran only bounds the file's growth (Periodic, None).
@@ -79,17 +79,18 @@ const (
 type committed struct {
 	job  *syncJob // a sync point this commit leads, to flush
 	wait int
-	// waiter is how a sync point that fails to write tells this commit it
-	// was rolled back (nil once the commit is sealed).
-	waiter *commitWait
+	// chain is how a sync point that fails to write tells this commit it
+	// was rolled back (nil for a commit sealed by commit itself).
+	chain *commitChain
 	// published is set when readers see the transaction already.
 	published bool
 }
 
-// commitWait is where a commit waiting for its sync point learns that the
-// sync point failed to write and the commit was rolled back. err is
-// guarded by syncMu.
-type commitWait struct{ err error }
+// commitChain is shared by the commits after db.base that wait for a sync
+// point: if a sync point fails to write and takes them back, err says so.
+// A seal ends the chain (its commits stay, err stays nil). err is guarded
+// by syncMu.
+type commitChain struct{ err error }
 
 // commit commits the transaction in memory and, if it leads the next sync
 // point, prepares it. Called with the writer lock held.
@@ -237,8 +238,10 @@ func (tx *Tx) commit() (committed, error) {
 		}
 	}
 	if c.wait == waitDurable && db.base != head {
-		c.waiter = &tx.syncWait
-		db.chainWaiters = append(db.chainWaiters, c.waiter)
+		if db.chain == nil {
+			db.chain = new(commitChain)
+		}
+		c.chain = db.chain
 	}
 	return c, nil
 }
@@ -252,8 +255,7 @@ func (db *DB) seal() {
 	db.space.Seal()
 	db.spaceMu.Unlock()
 	db.base = db.head
-	clear(db.chainWaiters)
-	db.chainWaiters = db.chainWaiters[:0]
+	db.chain = nil
 }
 
 // writeEarly writes runs a commit's Spill has encoded so far and starts

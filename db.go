@@ -113,10 +113,10 @@ type DB struct {
 	// Invariant: durable <= base.Txid <= head.Txid, and no txid up to
 	// base.Txid is ever reused.
 	base *page.Meta
-	// chainWaiters are the commits after base waiting for their sync
-	// point; a sync point that fails to write tells them they were rolled
-	// back. Guarded by writer.
-	chainWaiters []*commitWait
+	// chain is what the commits after base that wait for a sync point
+	// share (nil until one does); a sync point that fails to write tells
+	// them through it that they were rolled back. Guarded by writer.
+	chain *commitChain
 
 	// treeRuns and pagerRuns are the backing arrays of a write
 	// transaction's list of spilled runs (tx.env.Runs) and of its copy for

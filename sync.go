@@ -164,13 +164,12 @@ func (db *DB) abortSync(img *spacemap.SyncImage, err error) error {
 	db.mu.Lock()
 	db.stats.Commits -= int64(undone)
 	db.mu.Unlock()
-	db.syncMu.Lock()
-	for _, w := range db.chainWaiters {
-		w.err = err
+	if db.chain != nil {
+		db.syncMu.Lock()
+		db.chain.err = err
+		db.syncMu.Unlock()
+		db.chain = nil
 	}
-	db.syncMu.Unlock()
-	clear(db.chainWaiters)
-	db.chainWaiters = db.chainWaiters[:0]
 	db.logger.Warningf("%v", err)
 	return err
 }
@@ -217,12 +216,12 @@ func (db *DB) finishSync(job *syncJob) error {
 // points itself whenever none is in flight; with forceFull, durable by a
 // full flush (a Barrier sync point's barrier does not count). Called
 // without the writer lock.
-// A commit passes its waiter: if a sync point fails to write and takes the
+// A commit passes its chain: if a sync point fails to write and takes the
 // commit back, syncThrough returns that error (txid may then be reused by
 // a later commit, so durable >= txid alone does not say the commit is
 // durable). It returns early, with nil, when head itself is durable: a
 // transaction above it was taken back.
-func (db *DB) syncThrough(txid uint64, forceFull bool, w *commitWait) error {
+func (db *DB) syncThrough(txid uint64, forceFull bool, w *commitChain) error {
 	db.syncMu.Lock()
 	for {
 		if w != nil && w.err != nil {

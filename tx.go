@@ -54,9 +54,6 @@ type txState struct {
 	// spaceEnded is set once the free-space map's transaction has been
 	// committed or rolled back by Commit.
 	spaceEnded bool
-	// syncWait is where Commit learns that its sync point failed to write
-	// and took it back.
-	syncWait commitWait
 
 	envStore  btree.Env // env points here
 	rootStore Bucket    // root points here
