@@ -80,7 +80,8 @@ type committed struct {
 	job  *syncJob // a sync point this commit leads, to flush
 	wait int
 	// chain is how a sync point that fails to write tells this commit it
-	// was rolled back (nil for a commit sealed by commit itself).
+	// was rolled back; nil unless the commit waits for a sync point while
+	// it is not sealed.
 	chain *commitChain
 	// published is set when readers see the transaction already.
 	published bool

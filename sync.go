@@ -1,6 +1,7 @@
 package rivet
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -149,8 +150,9 @@ func (db *DB) sealSynced() {
 // and 3), so the durable state is certain and nothing latches: the free
 // space map takes back the image (if one was prepared) and every commit
 // after db.base, head goes back to base, and the commits waiting for this
-// sync point learn that they were rolled back. The caller holds the writer lock and the sync leadership. It returns the
-// error the commits report.
+// sync point learn that they were rolled back. The caller holds the
+// writer lock and the sync leadership. It returns the error the commits
+// report.
 func (db *DB) abortSync(img *spacemap.SyncImage, err error) error {
 	db.spaceMu.Lock()
 	if img != nil {
@@ -216,6 +218,7 @@ func (db *DB) finishSync(job *syncJob) error {
 // points itself whenever none is in flight; with forceFull, durable by a
 // full flush (a Barrier sync point's barrier does not count). Called
 // without the writer lock.
+//
 // A commit passes its chain: if a sync point fails to write and takes the
 // commit back, syncThrough returns that error (txid may then be reused by
 // a later commit, so durable >= txid alone does not say the commit is
@@ -360,9 +363,12 @@ func (db *DB) periodicSyncer(interval time.Duration) {
 				if err == ErrDatabaseNotOpen {
 					return
 				}
-				// A failed write (a full disk) is tried again at the next
-				// tick; after a failed flush every tick fails at once.
 				db.logger.Errorf("periodic sync point: %v", err)
+				if errors.Is(err, ErrLatched) {
+					return
+				}
+				// A failed write (a full disk) is tried again at the
+				// next tick.
 			}
 		}
 	}

@@ -839,3 +839,79 @@ func TestWriteFaultsConcurrent(t *testing.T) {
 		})
 	}
 }
+
+// TestPeriodicSyncRetriesAfterFullDisk: in Periodic mode, a sync point the
+// full disk fails takes nothing back (its commits were acknowledged); the
+// periodic syncer goes on ticking and makes them durable once there is
+// room.
+func TestPeriodicSyncRetriesAfterFullDisk(t *testing.T) {
+	crash := vfs.NewCrashable()
+	ffs := vfs.NewFaulty(crash)
+	opts := &Options{PageSize: 1024, InitialMmapSize: memMapSize, Durability: Periodic(2 * time.Millisecond)}
+	db, err := openFS(ffs, "/db", 0o600, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, k := range []string{"a", "b", "c"} {
+		if err := putValue(db, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	durable := func() uint64 {
+		db.syncMu.Lock()
+		defer db.syncMu.Unlock()
+		return db.durable
+	}
+	// Commit, then fill the disk before the next tick covers the commit
+	// (tried again if the tick came first).
+	keys := []string{"a", "b", "c"}
+	var head uint64
+	for i := 0; ; i++ {
+		if i == 100 {
+			t.Fatal("the periodic syncer always covered the commit before the disk filled")
+		}
+		k := fmt.Sprintf("d%d", i)
+		if err := putValue(db, k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+		ffs.Arm(vfs.Fault{Op: vfs.OpWrite, Err: syscall.ENOSPC, Persist: true})
+		if head = db.headTxid(); durable() < head {
+			break
+		}
+		ffs.Disarm()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for ffs.Injected() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the periodic syncer did not try again: %d failed writes", ffs.Injected())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if d := durable(); d >= head {
+		t.Fatalf("durable %d, head %d, while every write fails", d, head)
+	}
+	if err := wantKeys(db, keys...); err != nil {
+		t.Fatalf("a failed sync point took back acknowledged commits: %v", err)
+	}
+	ffs.Disarm()
+	for durable() < head {
+		if time.Now().After(deadline) {
+			t.Fatalf("durable %d, head %d: the syncer stopped after the full disk", durable(), head)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if db.Stats().Latched {
+		t.Fatal("latched")
+	}
+	rdb, err := openFS(crash.CrashKeepNone(), "/db", 0o600, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	mustCheck(t, rdb)
+	if err := wantKeys(rdb, keys...); err != nil {
+		t.Fatalf("after a power loss: %v", err)
+	}
+}
