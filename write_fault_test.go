@@ -324,7 +324,7 @@ func (r *faultRun) run(rng *rand.Rand) bool {
 	return r.ffs.Injected() > 0
 }
 
-// wantState fails unless db holds exactly want, and passes Check.
+// wantState fails unless db holds exactly want.
 func (r *faultRun) wantState(db *DB, when string, want faultModel) {
 	r.t.Helper()
 	got, err := dumpModel(db)
