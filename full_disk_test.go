@@ -361,17 +361,17 @@ func TestFullDiskWhileGrowing(t *testing.T) {
 	t.Logf("scenario 2: reopened: all %d acknowledged keys, Check passes", len(want))
 }
 
-// fillHelperEnv names the file TestHelperFillDisk fills, when it runs as
+// fillProcessEnv names the file TestFillDiskProcess fills, when it runs as
 // the other process of TestFullDiskFilledByAnotherProcess.
-const fillHelperEnv = "RIVET_FULLDISK_FILL"
+const fillProcessEnv = "RIVET_FULLDISK_FILL"
 
-// TestHelperFillDisk is not a test: TestFullDiskFilledByAnotherProcess runs
+// TestFillDiskProcess is not a test: TestFullDiskFilledByAnotherProcess runs
 // the test binary again with only this, as another process that fills the
 // file system.
-func TestHelperFillDisk(t *testing.T) {
-	path := os.Getenv(fillHelperEnv)
+func TestFillDiskProcess(t *testing.T) {
+	path := os.Getenv(fillProcessEnv)
 	if path == "" {
-		t.Skip("helper process of TestFullDiskFilledByAnotherProcess; runs only when it starts it")
+		t.Skip("the filling process of TestFullDiskFilledByAnotherProcess; runs only when that test starts it")
 	}
 	fmt.Printf("filled %d bytes\n", fillFile(t, path, 0))
 }
@@ -397,8 +397,8 @@ func TestFullDiskFilledByAnotherProcess(t *testing.T) {
 		want[key] = 64 << 10
 	}
 	filler := filepath.Join(dir, "other-process-data")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperFillDisk$", "-test.count=1")
-	cmd.Env = append(os.Environ(), fillHelperEnv+"="+filler)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFillDiskProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), fillProcessEnv+"="+filler)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the filling process: %v\n%s", err, out)
