@@ -33,8 +33,9 @@ var (
 // and reason. Not deprecated: it is rivet's own.
 var ErrCorrupt = rerrors.ErrCorrupt
 
-// ErrLatched wraps the first failed write or flush; after it the DB refuses
-// writes until reopened.
+// ErrLatched wraps a failed flush; after it the DB refuses writes until
+// reopened. A failed write (a full disk) does not latch: the commit is
+// rolled back and the DB goes on.
 var ErrLatched = rerrors.ErrLatched
 
 // ErrBboltFile is returned by a writable Open of a file written by bbolt,

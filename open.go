@@ -213,11 +213,7 @@ func (db *DB) load(fs vfs.FS) error {
 	}
 	db.noteDamagedMeta(metas, errs, slot, &rec)
 	db.recovered = rec
-	for i, m := range metas {
-		if m != nil {
-			db.slotHWM[i] = m.HWM
-		}
-	}
+	db.slotMeta = metas
 	return db.start(meta, slot)
 }
 
@@ -248,9 +244,11 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	db.space = space
 	db.cur = meta
 	db.head = meta
+	db.base = meta
 	db.durable = meta.Txid
 	db.steadySlot = slot
 	db.lastFullSync = time.Now()
+	db.flushed = meta.Txid
 	db.spaceStats = space.Stats()
 	if !db.readOnly {
 		// The state may have been recovered from the page cache after a
@@ -581,7 +579,7 @@ func (db *DB) create(fs vfs.FS) error {
 	if err != nil {
 		return err
 	}
-	db.slotHWM = [2]uint64{m.HWM, m.HWM}
+	db.slotMeta = [2]*page.Meta{m, m}
 	return db.start(m, 0)
 }
 

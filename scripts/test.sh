@@ -109,6 +109,9 @@ step "users' own test suites against rivet: bolthold, storm, containerd (imports
 step "clone tests on a btrfs loop mount (skips, saying why, where it cannot mount one)"
 ./scripts/btrfs-clone-test.sh
 
+step "full-disk tests on a 64 MiB ext4 loop mount: the same handle commits again once space is freed (skips, saying why, where it cannot mount one)"
+./scripts/fulldisk-test.sh
+
 step "rivet bench smoke run (tiny preset, --vs bbolt)"
 go -C cmd/rivet run . bench --preset tiny --vs bbolt
 

@@ -9,8 +9,8 @@ import (
 )
 
 // FaultyFS wraps an FS and makes chosen operations fail, to test how rivet
-// handles I/O errors (a failed write or flush must latch the DB, never be
-// retried or ignored).
+// handles I/O errors (a failed write must roll its commit back and a failed
+// flush latch the DB; neither may be ignored, and a flush never retried).
 //
 // Arm a Fault to fail the Nth matching call counted from the moment it is
 // armed, once or from then on. Faults apply to every file opened through the
