@@ -346,31 +346,6 @@ func TestLargeKeysAndValues(t *testing.T) {
 	mustCheck(t, db.DB)
 }
 
-// TestOneGiBValue stores and reads back a 1 GiB value (the bar).
-func TestOneGiBValue(t *testing.T) {
-	if testing.Short() || raceEnabled {
-		t.Skip("1 GiB value: not in -short mode or under the race detector (scripts/test.sh runs it without -race)")
-	}
-	db := openTestDB(t, nil)
-	v := make([]byte, 1<<30)
-	for i := 0; i < len(v); i += 4096 {
-		v[i] = byte(i >> 12)
-	}
-	if err := db.Update(func(tx *Tx) error {
-		b, _ := tx.CreateBucket([]byte("b"))
-		return b.Put([]byte("gig"), v)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	db.reopen()
-	_ = db.View(func(tx *Tx) error {
-		if got := tx.Bucket([]byte("b")).Get([]byte("gig")); !bytes.Equal(got, v) {
-			t.Errorf("1 GiB value differs (%d bytes)", len(got))
-		}
-		return nil
-	})
-}
-
 // Regression: the cursor's key-order check (which stops walks over corrupt
 // branch DAGs) reached back across Seek and across the ends of the range,
 // so Seek past the end followed by Prev reported a false corruption.

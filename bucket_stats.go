@@ -70,7 +70,7 @@ func (b *Bucket) nodeStats(ref page.Ref, s *BucketStats, level, depth int, seen 
 		return
 	}
 	seen[ref.ID] = struct{}{}
-	n, err := page.ReadNode(env.Data, env.PageSize, ref.ID, ref.Txid, env.HWM)
+	n, err := env.ReadNode(ref)
 	if err != nil {
 		env.Err = firstErr(env.Err, err)
 		return

@@ -74,12 +74,20 @@ func (tx *Tx) Check(options ...CheckOption) <-chan error {
 }
 
 func (tx *Tx) check() []error {
+	if b := tx.db.bolt; b != nil {
+		return b.check()
+	}
 	errs, seen := tx.checkTree()
 	if len(errs) == 0 && !tx.writable {
 		errs = tx.db.checkFreeSpace(tx.meta, seen)
 	}
 	return errs
 }
+
+// checkFetchTestHook, when set by a test, is told the length of every run
+// Check's walk reads: the work the hostile-file tests bound by the file's
+// pages.
+var checkFetchTestHook func(pages uint64)
 
 // checkTree walks the whole state, returning the problems found and the set
 // of reachable pages.
@@ -97,6 +105,9 @@ func (tx *Tx) checkTree() ([]error, []uint64) {
 	data := tx.env.Data
 	w := btree.Walker{
 		Fetch: func(id page.ID, n uint64) ([]byte, error) {
+			if checkFetchTestHook != nil {
+				checkFetchTestHook(n)
+			}
 			end := (id + n) * uint64(ps)
 			if end > uint64(len(data)) || id+n > hwm {
 				return nil, page.Corruptf(id, "run of %d pages beyond the file", n)

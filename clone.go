@@ -270,7 +270,7 @@ func (img *copyImage) writeNewFile(path string, mode os.FileMode, progress func(
 			return err
 		}
 		for i := int64(0); i < 2; i++ {
-			if _, err := f.WriteAt(img.meta, i*ps); err != nil {
+			if _, err := f.WriteAt(img.metaPage(i), i*ps); err != nil {
 				return fmt.Errorf("meta %d copy: %w", i, err)
 			}
 		}
@@ -342,7 +342,9 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 //
 // CloneFile does not run Check on the result (that reads all of it); the
 // tool's backup and clone commands do. A missing src is an error matching
-// fs.ErrNotExist; a file that is not a rivet file, ErrInvalid.
+// fs.ErrNotExist; a file that is not a rivet file, ErrInvalid — except a
+// bbolt file no process holds for writing, which is copied as a bbolt file
+// (as Tx.WriteTo of a DB reading it writes it).
 func CloneFile(src, dst string, opts *CloneOptions) (*CloneResult, error) {
 	if opts == nil {
 		opts = &CloneOptions{}

@@ -1,6 +1,8 @@
 package rivet
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/rivetkv/rivet/internal/btree"
@@ -12,10 +14,15 @@ import (
 // Commit writes the transaction's changes and, in Full and Barrier
 // durability, returns once they are durable — sharing one flush with the
 // commits running concurrently (docs/design.md §3.3). Then it runs the
-// OnCommit handlers. On an error before the changes were written the
-// transaction is rolled back; an error from writing or flushing latches
-// the DB (see ErrLatched), and the transaction may or may not survive a
-// crash, but the file stays consistent.
+// OnCommit handlers.
+//
+// On an error the transaction is rolled back and the database goes on
+// from the state before it: a failed write or file growth (a full disk,
+// errors.Is(err, syscall.ENOSPC)) leaves nothing of the transaction
+// behind, and the next transaction may succeed once there is room. Only a
+// failed flush latches the DB (see ErrLatched): the file's durable state is
+// then uncertain, the transaction may or may not survive a crash, but the
+// file stays consistent (docs/design.md §3.2).
 func (tx *Tx) Commit() error {
 	if tx.ended() {
 		return ErrTxClosed
@@ -27,7 +34,7 @@ func (tx *Tx) Commit() error {
 	if !tx.writable {
 		return ErrTxNotWritable
 	}
-	job, wait, err := tx.commit()
+	c, err := tx.commit()
 	if err != nil {
 		tx.rollback()
 		return err
@@ -36,14 +43,20 @@ func (tx *Tx) Commit() error {
 	tx.db = nil
 	db.endRW(tx, true) // the next transaction may begin: it builds on this one
 	start := time.Now()
-	if job != nil {
-		err = db.finishSync(job)
+	if c.job != nil {
+		err = db.finishSync(c.job)
 	}
-	if job != nil || wait == claimedNothing {
+	if c.job != nil || c.wait == claimedNothing {
 		db.releaseSync()
 	}
-	if err == nil && wait != noWait {
-		err = db.syncThrough(tx.txid, false)
+	if err == nil && c.wait != noWait {
+		err = db.syncThrough(tx.txid, false, c.chain)
+		if err != nil && c.published && !errors.Is(err, ErrLatched) {
+			// The transaction is committed and readers see it; the sync
+			// point it ran only bounds the file's growth (Periodic, None).
+			db.logger.Errorf("sync point after commit %d: %v", tx.txid, err)
+			err = nil
+		}
 	}
 	tx.stats.IncWriteTime(time.Since(start))
 	if err != nil {
@@ -62,12 +75,37 @@ const (
 	claimedNothing        // leadership claimed, nothing to flush: release it
 )
 
+// committed says how Commit finishes a transaction committed in memory.
+type committed struct {
+	job  *syncJob // a sync point this commit leads, to flush
+	wait int
+	// chain is how a sync point that fails to write tells this commit it
+	// was rolled back; nil unless the commit waits for a sync point while
+	// it is not sealed.
+	chain *commitChain
+	// published is set when readers see the transaction already.
+	published bool
+}
+
+// commitChain is shared by the commits after db.base that wait for a sync
+// point: if a sync point fails to write and takes them back, err says so.
+// A seal ends the chain (its commits stay, err stays nil). err is guarded
+// by syncMu.
+type commitChain struct{ err error }
+
 // commit commits the transaction in memory and, if it leads the next sync
 // point, prepares it. Called with the writer lock held.
-func (tx *Tx) commit() (*syncJob, int, error) {
+//
+// Everything that can fail without a flush — growing the file, writing the
+// pages — happens before the free-space map commits, so that a failure
+// leaves the caller an ordinary rollback. The exception is a commit that
+// leads its sync point at once: it writes its pages together with the
+// sync point's maps and meta, and a failure there takes the commit back
+// (prepareSync).
+func (tx *Tx) commit() (committed, error) {
 	db := tx.db
 	if tx.env.Err != nil {
-		return nil, noWait, tx.env.Err
+		return committed{}, tx.env.Err
 	}
 	if !tx.lazy {
 		// bbolt reads MaxSize and NoSync while it commits: a program may
@@ -83,10 +121,10 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 		}
 	}
 	if _, err := tx.root.spill(); err != nil {
-		return nil, noWait, err
+		return committed{}, err
 	}
 	if tx.env.Err != nil {
-		return nil, noWait, tx.env.Err
+		return committed{}, tx.env.Err
 	}
 	newRoot := tx.root.tree.Root()
 	if len(tx.env.Runs) == 0 && newRoot == tx.meta.Root && tx.spaceOps == 0 {
@@ -95,15 +133,11 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 		db.space.Rollback()
 		db.spaceMu.Unlock()
 		tx.spaceEnded = true
-		return nil, noWait, nil
+		return committed{}, nil
 	}
 	db.spaceMu.Lock()
-	db.space.Commit()
 	hwm := db.space.HWM()
-	stats := db.space.Stats()
 	db.spaceMu.Unlock()
-	// From here a failure latches the DB, which never touches the map again.
-	tx.spaceEnded = true
 	head := &page.Meta{
 		PageSize:    db.pageSize,
 		Txid:        tx.txid,
@@ -114,7 +148,7 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 	start := time.Now()
 	// EnsureMapped grows the file to the HWM before mapping it.
 	if err := db.pager.EnsureMapped(hwm); err != nil {
-		return nil, noWait, db.latch(err)
+		return committed{}, fmt.Errorf("rivet: growing the file for commit %d: %w", tx.txid, err)
 	}
 	// The runs are written before commit returns (below, or by prepareSync),
 	// and neither the pager nor prepareSync keeps the slice, so one slice
@@ -122,94 +156,124 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 	// references to the page buffers afterwards.
 	runs := appendPagerRuns(db.pagerRuns[:0], tx.env.Runs[tx.env.EarlyWritten:])
 	db.pagerRuns = runs
-	db.head = head
-	db.mu.Lock()
-	db.stats.Commits++
-	db.mu.Unlock()
 	// A lazy transaction (a compaction step) is committed as in None
 	// mode whatever the durability: it changes where data lives, not what
 	// it is, so losing it in a crash loses nothing, and the next sync
 	// point (the application's next durable commit, or Compact's own
 	// Sync) covers it with the flush it makes anyway.
 	syncs := db.durability().syncsEachCommit() && !tx.lazy
-
-	db.unsyncedCommits.Add(1)
-	var job *syncJob
-	wait := noWait
-	switch {
-	case syncs:
-		wait = waitDurable
-		if db.unsyncedCommits.Load() > 1 || db.writersWaiting.Load() > 0 || db.lastSyncCommits.Load() > 1 {
-			// Other commits wait for a sync point, writers are queued
-			// for the lock, or the last sync point covered several
-			// writers (who are on their way back): lead (or join) it
-			// from syncThrough, which lingers while commits keep
-			// coming, so that one flush covers them all
-			// (docs/design.md §3.3). Leading here, at once, covered
-			// only the writers that committed during the previous
-			// flush. A lone writer still leads at once.
-			break
-		}
-		if db.claimSync() {
-			var err error
-			if job, err = db.prepareSync(db.syncKind(false), runs); err != nil {
-				db.releaseSync()
-				return nil, noWait, err
-			}
-			runs = nil
-			if job == nil {
-				wait = claimedNothing
-			}
-		}
-	}
-	if runs != nil {
+	// A lone committer leads its sync point at once. When other commits
+	// wait for a sync point, writers are queued for the lock, or the last
+	// sync point covered several writers (who are on their way back), it
+	// leads (or joins) one from syncThrough instead, which lingers while
+	// commits keep coming, so that one flush covers them all
+	// (docs/design.md §3.3). Leading here, at once, covered only the
+	// writers that committed during the previous flush.
+	lead := syncs && db.unsyncedCommits.Load() == 0 && db.writersWaiting.Load() == 0 &&
+		db.lastSyncCommits.Load() <= 1 && db.claimSync()
+	if !lead {
 		if err := db.pager.WriteRuns(runs); err != nil {
-			return nil, noWait, db.latch(err)
+			return committed{}, fmt.Errorf("rivet: writing commit %d: %w", tx.txid, err)
 		}
 	}
-	if !syncs {
+
+	// Committed in memory from here: the next write transaction builds on
+	// head. Until it is sealed (published, or covered by a written sync
+	// point) a failed sync point write can still take it back.
+	db.spaceMu.Lock()
+	db.space.Commit()
+	stats := db.space.Stats()
+	db.spaceMu.Unlock()
+	tx.spaceEnded = true
+	db.head = head
+	db.mu.Lock()
+	db.stats.Commits++
+	db.mu.Unlock()
+	db.unsyncedCommits.Add(1)
+
+	c := committed{}
+	if syncs {
+		c.wait = waitDurable
+	}
+	if lead {
+		job, err := db.prepareSync(db.syncKind(false), runs)
+		if err != nil {
+			// prepareSync took this commit back.
+			db.releaseSync()
+			return committed{}, err
+		}
+		c.job = job
+		if job == nil {
+			c.wait = claimedNothing
+		}
+	}
+	if !syncs && (!tx.lazy || tx.meta == db.base) {
 		// Periodic and None: readers see the transaction as soon as its
-		// pages are written (not before: a reader would read stale pages).
+		// pages are written (not before: a reader would read stale
+		// pages), and it is final. A lazy commit over commits still
+		// waiting for their sync point is not published: readers would
+		// see those before they are durable.
 		db.mu.Lock()
 		db.cur = head
 		db.spaceStats = stats
 		db.mu.Unlock()
+		db.seal()
+		c.published = true
 	}
 	tx.stats.IncWrite(int64(len(tx.env.Runs)))
 	tx.stats.IncWriteTime(time.Since(start))
 
 	if db.StrictMode {
 		if err := db.strictCheck(head); err != nil {
-			if job != nil {
+			if c.job != nil {
 				db.releaseSync()
 			}
-			return nil, noWait, db.latch(err)
+			return committed{}, db.latch(err)
 		}
 	}
-	if wait == noWait {
+	if c.wait == noWait {
 		// Pages freed since the last sync point cannot be reused before the
 		// next, so Periodic and None run one early when they pile up: in
 		// the background past the soft limit, and blocking this commit past
 		// twice that, which bounds the file's growth.
 		switch soft := pendingLimit(stats); {
 		case stats.PendingPages > 2*soft:
-			wait = waitDurable
+			c.wait = waitDurable
 		case stats.PendingPages > soft:
 			db.startBackgroundSync(tx.txid)
 		}
 	}
-	return job, wait, nil
+	if c.wait == waitDurable && db.base != head {
+		if db.chain == nil {
+			db.chain = new(commitChain)
+		}
+		c.chain = db.chain
+	}
+	return c, nil
+}
+
+// seal makes every commit so far final (db.base = db.head): a sync point
+// that fails to write no longer takes it back. Called with the writer lock
+// held, when head is published to readers or a sync point covering it has
+// been written.
+func (db *DB) seal() {
+	db.spaceMu.Lock()
+	db.space.Seal()
+	db.spaceMu.Unlock()
+	db.base = db.head
+	db.chain = nil
 }
 
 // writeEarly writes runs a commit's Spill has encoded so far and starts
-// their writeback (btree.Env.WriteEarly). A failed write latches the DB.
+// their writeback (btree.Env.WriteEarly). A failed write fails the commit,
+// which is rolled back: the pages are in space no state uses.
 func (db *DB) writeEarly(runs []btree.Run) error {
 	pr := appendPagerRuns(db.earlyRuns[:0], runs)
 	err := db.pager.WriteRunsAndStart(pr)
 	clear(pr)
 	db.earlyRuns = pr[:0]
 	if err != nil {
-		return db.latch(err)
+		return fmt.Errorf("rivet: writing pages of the commit: %w", err)
 	}
 	return nil
 }

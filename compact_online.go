@@ -395,7 +395,7 @@ func (db *DB) truncateTail(cleanMeta bool) error {
 		err := db.writeCleanMeta()
 		db.writer.Unlock()
 		if err != nil {
-			return db.latch(err)
+			return err
 		}
 	}
 	for {
@@ -425,12 +425,12 @@ func (db *DB) truncateLocked(minExcess, chunk int64) (more bool, err error) {
 		return false, nil
 	}
 	db.syncMu.Lock()
-	cut := max(db.slotHWM[0], db.slotHWM[1])
-	unknown := db.slotHWM[0] == 0 || db.slotHWM[1] == 0
+	slots := db.slotMeta
 	db.syncMu.Unlock()
-	if unknown {
+	if slots[0] == nil || slots[1] == nil {
 		return false, nil
 	}
+	cut := max(slots[0].HWM, slots[1].HWM)
 	cut = max(cut, db.head.HWM)
 	db.mu.Lock()
 	for _, slot := range db.readers {
@@ -518,7 +518,13 @@ func (db *DB) autoCompactor(cfg AutoCompact) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			db.logger.Errorf("automatic compaction: %v", err)
-			return
+			if db.latchedErr() != nil || db.isClosed() {
+				return
+			}
+			// A failed write (a full disk) rolled its step back: try
+			// again later, backing off as when nothing is given back.
+			idle = min(idle+1, maxAutoCompactBackoff)
+			skip = 1<<idle - 1
 		case released > 0:
 			db.logger.Infof("automatic compaction gave back %d bytes of state", released)
 			idle = 0

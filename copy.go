@@ -34,8 +34,8 @@ func (tx *Tx) WriteTo(w io.Writer) (n int64, err error) {
 	if err != nil {
 		return 0, err
 	}
-	for i := 0; i < 2; i++ {
-		m, err := w.Write(img.meta)
+	for i := int64(0); i < 2; i++ {
+		m, err := w.Write(img.metaPage(i))
 		n += int64(m)
 		if err != nil {
 			return n, fmt.Errorf("meta %d copy: %w", i, err)
@@ -54,6 +54,19 @@ type copyImage struct {
 	live     []uint64 // bit p set: page p is reachable from the root
 	space    *spacemap.Standalone
 	meta     []byte // the encoded meta, for both meta slots
+	// raw is set for a bbolt image (boltBacking.copyImage): its data
+	// pages are copied as they are (live and space are nil), and meta1
+	// is meta slot 1's page.
+	raw   bool
+	meta1 []byte
+}
+
+// metaPage returns the page meta slot i holds.
+func (img *copyImage) metaPage(i int64) []byte {
+	if i == 1 && img.raw {
+		return img.meta1
+	}
+	return img.meta
 }
 
 // copyImage walks the transaction's state and builds its image.
@@ -95,6 +108,9 @@ func (tx *Tx) copyImage() (*copyImage, error) {
 	if tx.ended() {
 		return nil, ErrTxClosed
 	}
+	if b := tx.db.bolt; b != nil {
+		return b.copyImage(), nil
+	}
 	ps := tx.env.PageSize
 	snap := tx.meta
 	hwm := snap.HWM
@@ -134,6 +150,9 @@ func (tx *Tx) copyImage() (*copyImage, error) {
 // writeData writes pages [2, hwm) of the image to w, which stands at the
 // offset of page 2, in writes of up to copyChunk bytes.
 func (img *copyImage) writeData(w io.Writer) (int64, error) {
+	if img.raw {
+		return img.writeBoltData(w)
+	}
 	ps := img.pageSize
 	bw := bufio.NewWriterSize(w, copyChunk)
 	var n int64
@@ -178,10 +197,11 @@ func (tx *Tx) Copy(w io.Writer) error {
 // CopyFile writes a consistent copy of the state the transaction sees to
 // the file at path (created with mode, or truncated), flushed before it
 // returns. It flushes the truncation, writes every page but the metas,
-// flushes, and only then writes and flushes the two metas, so a crash or
-// an error while copying leaves a file without a valid meta, which Open
-// refuses with ErrInvalid — never one that opens with pages missing, nor an
-// earlier copy at path with some of its pages overwritten.
+// flushes, and only then writes and flushes the two metas, then the
+// directory, so a crash or an error while copying leaves a file without a
+// valid meta, which Open refuses with ErrInvalid, or (before the directory
+// flush, if path did not exist) no file — never one that opens with pages
+// missing, nor an earlier copy at path with some of its pages overwritten.
 func (tx *Tx) CopyFile(path string, mode os.FileMode) error {
 	return tx.copyFile(vfs.OS(), path, mode)
 }
@@ -208,7 +228,7 @@ func (tx *Tx) copyFile(fs vfs.FS, path string, mode os.FileMode) error {
 			return err
 		}
 		for i := int64(0); i < 2; i++ {
-			if _, err := f.WriteAt(img.meta, i*ps); err != nil {
+			if _, err := f.WriteAt(img.metaPage(i), i*ps); err != nil {
 				return fmt.Errorf("meta %d copy: %w", i, err)
 			}
 		}
@@ -239,11 +259,17 @@ func (w *offsetWriter) Write(p []byte) (int, error) {
 // a transaction has written about txMaxSize bytes (0: one transaction). It
 // is the offline way to rewrite a file compactly, as bbolt's Compact.
 func Compact(dst, src *DB, txMaxSize int64) error {
+	return compactInto(dst, src, txMaxSize, nil)
+}
+
+// compactInto is Compact; progress, if not nil, is called after each key
+// with the bytes of keys and values copied so far.
+func compactInto(dst, src *DB, txMaxSize int64, progress func(copied int64)) error {
 	tx, err := dst.Begin(true)
 	if err != nil {
 		return err
 	}
-	var size int64
+	var size, copied int64
 	err = src.View(func(stx *Tx) error {
 		var copyBucket func(sb *Bucket, parent *Bucket, name []byte) error
 		copyBucket = func(sb *Bucket, parent *Bucket, name []byte) error {
@@ -295,6 +321,10 @@ func Compact(dst, src *DB, txMaxSize int64) error {
 					return err
 				}
 				size += int64(len(k) + len(v))
+				if progress != nil {
+					copied += int64(len(k) + len(v))
+					progress(copied)
+				}
 			}
 			return stx.Err()
 		}

@@ -3,6 +3,7 @@ package rivet
 import (
 	"fmt"
 	"math"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,10 +87,19 @@ type DB struct {
 	path     string
 	opts     Options
 	logger   Logger
+	fs       vfs.FS      // the file seam Open used
+	mode     os.FileMode // Open's mode, for files a conversion creates
 	file     vfs.File
 	pager    *pager.Pager
 	pageSize int
 	readOnly bool
+
+	// bolt is the bbolt file a read-only DB reads (Open of a bbolt file
+	// with Options.ReadOnly); nil for a rivet file. foreign is its node
+	// source, handed to every transaction's tree environment; a nil
+	// interface for a rivet file.
+	bolt    *boltBacking
+	foreign page.NodeSource
 
 	// writer is held by the write transaction for its whole life.
 	writer sync.Mutex
@@ -125,7 +135,7 @@ type DB struct {
 	stats      Stats
 	spaceStats spacemap.Stats // copied after each commit, for Stats()
 
-	latched error // first failed write or flush; refuses writes (guarded by mu)
+	latched error // the failed flush; refuses writes (guarded by mu)
 
 	// noSync and maxSizeApplied are the values of NoSync and MaxSize in
 	// force (applyFields); maxSizeApplied is guarded by writer.
@@ -136,6 +146,17 @@ type DB struct {
 	// builds on; in Full mode it may be ahead of cur (not yet durable).
 	// Guarded by writer.
 	head *page.Meta
+	// base is the newest sealed state: published to readers, or covered
+	// by a sync point whose writes succeeded. A sync point that fails to
+	// write takes the commits after it back (head = base). Guarded by
+	// writer.
+	// Invariant: durable <= base.Txid <= head.Txid, and no txid up to
+	// base.Txid is ever reused.
+	base *page.Meta
+	// chain is what the commits after base that wait for a sync point
+	// share (nil until one does); a sync point that fails to write tells
+	// them through it that they were rolled back. Guarded by writer.
+	chain *commitChain
 
 	// treeRuns and pagerRuns are the backing arrays of a write
 	// transaction's list of spilled runs (tx.env.Runs) and of its copy for
@@ -163,11 +184,16 @@ type DB struct {
 	syncing    bool   // a sync point is in flight
 	durable    uint64 // txid of the last sync point whose flush returned (the steady txid)
 	steadySlot int    // meta slot (0 or 1) holding the steady meta
-	// slotHWM is the HWM of the meta in each slot on disk (0: unknown,
-	// e.g. a slot that did not decode at Open). Truncation never cuts
-	// below either (docs/design.md §4.1). Guarded by syncMu.
-	slotHWM      [2]uint64
+	// slotMeta is the meta each slot holds on disk (nil: unknown, e.g. a
+	// slot that did not decode at Open). Truncation never cuts below the
+	// HWM of either (docs/design.md §4.1), and a failed meta write puts
+	// the slot's meta back (restoreMetaSlot). Guarded by syncMu.
+	slotMeta     [2]*page.Meta
 	lastFullSync time.Time // Barrier: when the last full flush returned
+	// flushed is the txid of the newest sync point a full flush made
+	// durable; in Barrier mode durable may be ahead of it (a barrier
+	// orders, it does not make durable).
+	flushed uint64
 	// unsyncedCommits counts the commits since the last sync point was
 	// prepared (a sync leader lingers while it grows).
 	unsyncedCommits atomic.Int64
@@ -482,14 +508,16 @@ func keepRuns[R any](runs []R) []R {
 	return runs[:0]
 }
 
-// latch records the first failed write or flush; from then on every write
-// transaction fails with it until the DB is reopened.
+// latch records a failed flush (or a failed StrictMode check); from then on
+// every write transaction fails with it until the DB is reopened. A failed
+// write does not latch: the durable state is still certain (docs/design.md
+// §3.2), and the commit that failed is rolled back instead.
 func (db *DB) latch(err error) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.latched == nil {
 		db.latched = &latchedError{err: err}
-		db.logger.Errorf("write or flush failed, refusing writes until reopened: %v", err)
+		db.logger.Errorf("flush failed, refusing writes until reopened: %v", err)
 	}
 	return db.latched
 }
@@ -578,7 +606,7 @@ func (db *DB) Sync() error {
 	if err := db.latchedErr(); err != nil {
 		return err
 	}
-	return db.syncThrough(db.headTxid(), true)
+	return db.syncThrough(db.headTxid(), true, nil)
 }
 
 // isClosed reports whether the DB is not open: closed, or never opened.
@@ -610,7 +638,7 @@ func (db *DB) Close() error {
 	db.bgSyncs.Wait()
 	var first error
 	if !db.readOnly && !db.isClosed() && db.latchedErr() == nil {
-		first = db.syncThrough(db.headTxid(), true)
+		first = db.syncThrough(db.headTxid(), true, nil)
 	}
 	db.writer.Lock()
 	defer db.writer.Unlock()
@@ -634,6 +662,9 @@ func (db *DB) Close() error {
 		if size, err := db.file.Size(); err == nil {
 			_, first = db.truncateLocked(truncateExcess(size), 0)
 		}
+	}
+	if db.bolt != nil {
+		db.bolt.close()
 	}
 	if err := db.pager.Close(); err != nil && first == nil {
 		first = err

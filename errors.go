@@ -33,12 +33,14 @@ var (
 // and reason. Not deprecated: it is rivet's own.
 var ErrCorrupt = rerrors.ErrCorrupt
 
-// ErrLatched wraps the first failed write or flush; after it the DB refuses
-// writes until reopened.
+// ErrLatched wraps a failed flush; after it the DB refuses writes until
+// reopened. A failed write (a full disk) does not latch: the commit is
+// rolled back and the DB goes on.
 var ErrLatched = rerrors.ErrLatched
 
-// ErrBboltFile is returned by Open for a file written by bbolt: convert it
-// with `rivet import` (it also matches ErrInvalid).
+// ErrBboltFile is returned by a writable Open of a file written by bbolt,
+// unless Options.ConvertBbolt is set: open it read-only, or convert it
+// (it also matches ErrInvalid).
 var ErrBboltFile = rerrors.ErrBboltFile
 
 var (

@@ -176,3 +176,68 @@ func ExampleTx_WriteTo() {
 	})
 	// Output: v
 }
+
+// A program that moved from bbolt opens its users' existing bbolt files
+// with Options.ConvertBbolt: the first writable Open converts the file in
+// place (keeping the bbolt file as PATH.bbolt) and opens the result; later
+// Opens find a rivet file. Read-only Opens read a bbolt file as it is.
+func ExampleOptions_convertBbolt() {
+	path, cleanup := tempPath()
+	defer cleanup()
+	// A bbolt file that bbolt v1.5 made: buckets nested twelve deep.
+	bolt, err := os.ReadFile(filepath.Join("internal", "boltfile", "testdata", "deep-4k.bbolt"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(path, bolt, 0o600); err != nil {
+		log.Fatal(err)
+	}
+
+	// Read-only: the bbolt file is read through rivet's API, unconverted.
+	ro, err := rivet.Open(path, 0o600, &rivet.Options{ReadOnly: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = ro.View(func(tx *rivet.Tx) error {
+		b := tx.Bucket([]byte("level0"))
+		fmt.Printf("read-only: level0/k = %s, sequence %d\n", b.Get([]byte("k")), b.Sequence())
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ro.Close()
+
+	// Writable, without the option: refused.
+	if _, err := rivet.Open(path, 0o600, nil); errors.Is(err, rivet.ErrBboltFile) {
+		fmt.Println("writable: ErrBboltFile")
+	}
+
+	// Writable, with the option: converted, then opened.
+	db, err := rivet.Open(path, 0o600, &rivet.Options{ConvertBbolt: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *rivet.Tx) error {
+		return tx.Bucket([]byte("level0")).Put([]byte("k"), []byte("rewritten by rivet"))
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = db.View(func(tx *rivet.Tx) error {
+		fmt.Printf("converted: level0/k = %s\n", tx.Bucket([]byte("level0")).Get([]byte("k")))
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := os.Stat(path + rivet.BboltBackupSuffix); err == nil {
+		fmt.Println("the bbolt file is kept as PATH" + rivet.BboltBackupSuffix)
+	}
+	// Output:
+	// read-only: level0/k = 1, sequence 1000
+	// writable: ErrBboltFile
+	// converted: level0/k = rewritten by rivet
+	// the bbolt file is kept as PATH.bbolt
+}

@@ -3,6 +3,7 @@ package rivet
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -12,47 +13,31 @@ import (
 	"github.com/rivetkv/rivet/internal/vfs"
 )
 
-// TestWriteOrFlushFailureLatches: a failed write or flush fails its commit
-// with that error, every later write fails with ErrLatched until the DB is
-// reopened, readers keep working, and a reopen shows the last durable state.
-func TestWriteOrFlushFailureLatches(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		fault vfs.Fault
-	}{
-		{"flush EIO", vfs.Fault{Op: vfs.OpSync, Err: syscall.EIO}},
-		{"write ENOSPC, short", vfs.Fault{Op: vfs.OpWrite, Err: syscall.ENOSPC, ShortWrite: 100}},
-		{"second write EIO", vfs.Fault{Op: vfs.OpWrite, Nth: 2, Err: syscall.EIO}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+// TestFlushFailureLatches: a failed flush fails its commit with that
+// error, every later write fails with ErrLatched until the DB is reopened,
+// readers keep working, and a reopen shows the last durable state.
+func TestFlushFailureLatches(t *testing.T) {
+	for _, errno := range []error{syscall.EIO, syscall.ENOSPC} {
+		t.Run(errno.Error(), func(t *testing.T) {
 			cfs := vfs.NewCrashable()
 			ffs := vfs.NewFaulty(cfs)
 			db, err := openFS(ffs, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
 			if err != nil {
 				t.Fatal(err)
 			}
-			put := func(k string) error {
-				return db.Update(func(tx *Tx) error {
-					b, err := tx.CreateBucketIfNotExists([]byte("b"))
-					if err != nil {
-						return err
-					}
-					return b.Put([]byte(k), make([]byte, 300))
-				})
-			}
-			if err := put("durable"); err != nil {
+			if err := putValue(db, "durable"); err != nil {
 				t.Fatal(err)
 			}
 			if db.Stats().Latched {
 				t.Fatal("Stats.Latched before any fault")
 			}
-			ffs.Arm(tc.fault)
-			err = put("failed")
-			if !errors.Is(err, tc.fault.Err) || !errors.Is(err, rerrors.ErrLatched) {
-				t.Fatalf("commit during the fault: %v, want %v and ErrLatched", err, tc.fault.Err)
+			ffs.Arm(vfs.Fault{Op: vfs.OpSync, Err: errno})
+			err = putValue(db, "failed")
+			if !errors.Is(err, errno) || !errors.Is(err, rerrors.ErrLatched) {
+				t.Fatalf("commit during the fault: %v, want %v and ErrLatched", err, errno)
 			}
 			ffs.Disarm()
-			if err := put("after"); !errors.Is(err, rerrors.ErrLatched) {
+			if err := putValue(db, "after"); !errors.Is(err, rerrors.ErrLatched) {
 				t.Fatalf("commit after the fault: %v, want ErrLatched", err)
 			}
 			if err := db.Sync(); !errors.Is(err, rerrors.ErrLatched) {
@@ -61,48 +46,153 @@ func TestWriteOrFlushFailureLatches(t *testing.T) {
 			if !db.Stats().Latched {
 				t.Fatal("Stats.Latched not set while the DB refuses writes")
 			}
-			// Readers still see the last committed state.
-			err = db.View(func(tx *Tx) error {
-				b := tx.Bucket([]byte("b"))
-				if b.Get([]byte("durable")) == nil || b.Get([]byte("failed")) != nil {
-					return fmt.Errorf("reader sees the wrong state")
-				}
-				return nil
-			})
-			if err != nil {
+			// Readers still see the last durable state.
+			if err := wantKeys(db, "durable"); err != nil {
 				t.Fatal(err)
 			}
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
 			// What survives a power loss right now: only flushed data.
-			crashed := cfs.CrashKeepNone()
-			rdb, err := openFS(crashed, "/db", 0o600, &Options{InitialMmapSize: memMapSize})
+			rdb, err := openFS(cfs.CrashKeepNone(), "/db", 0o600, &Options{InitialMmapSize: memMapSize})
 			if err != nil {
 				t.Fatalf("reopen after the fault: %v", err)
 			}
 			defer rdb.Close()
 			mustCheck(t, rdb)
-			err = rdb.View(func(tx *Tx) error {
-				b := tx.Bucket([]byte("b"))
-				if b == nil || b.Get([]byte("durable")) == nil {
-					return fmt.Errorf("the commit before the fault is lost")
-				}
-				if b.Get([]byte("failed")) != nil || b.Get([]byte("after")) != nil {
-					return fmt.Errorf("a failed commit is visible")
-				}
-				return nil
-			})
-			if err != nil {
+			if err := wantKeys(rdb, "durable"); err != nil {
 				t.Fatal(err)
 			}
-			if err := rdb.Update(func(tx *Tx) error {
-				return tx.Bucket([]byte("b")).Put([]byte("new"), []byte("v"))
-			}); err != nil {
+			if err := putValue(rdb, "new"); err != nil {
 				t.Fatalf("write after reopen: %v", err)
 			}
 		})
 	}
+}
+
+// TestWriteFailureRollsBack: a failed write — of the commit's pages, of a
+// region map or of the meta, whole or short — fails its commit with the
+// OS error and rolls it back; the DB does not latch, readers see the state
+// before it, the next commit succeeds, and after a power loss the file
+// holds every commit that succeeded and none that failed.
+func TestWriteFailureRollsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault vfs.Fault
+	}{
+		{"first write ENOSPC, short", vfs.Fault{Op: vfs.OpWrite, Err: syscall.ENOSPC, ShortWrite: 100}},
+		{"second write EIO", vfs.Fault{Op: vfs.OpWrite, Nth: 2, Err: syscall.EIO}},
+		{"grow ENOSPC", vfs.Fault{Op: vfs.OpTruncate, Err: syscall.ENOSPC}},
+		{"every write ENOSPC twice", vfs.Fault{Op: vfs.OpWrite, Err: syscall.ENOSPC, Persist: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfs := vfs.NewCrashable()
+			ffs := vfs.NewFaulty(cfs)
+			db, err := openFS(ffs, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if err := putValue(db, "durable"); err != nil {
+				t.Fatal(err)
+			}
+			// A transaction that changes nothing first, so that the
+			// releases its Begin makes are done before the state is taken.
+			if err := db.Update(func(*Tx) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			before := db.Stats()
+			spaceBefore := db.space.Stats()
+			headBefore := db.head
+			ffs.Arm(tc.fault)
+			if tc.fault.Op == vfs.OpTruncate {
+				// Growth: a value larger than the file.
+				err = db.Update(func(tx *Tx) error {
+					return tx.Bucket([]byte("b")).Put([]byte("failed"), make([]byte, 64<<10))
+				})
+			} else {
+				err = putValue(db, "failed")
+			}
+			if !errors.Is(err, tc.fault.Err) || errors.Is(err, rerrors.ErrLatched) {
+				t.Fatalf("commit during the fault: %v, want %v and no latch", err, tc.fault.Err)
+			}
+			if tc.fault.Persist {
+				if err := putValue(db, "failed2"); !errors.Is(err, tc.fault.Err) {
+					t.Fatalf("second commit during the fault: %v, want %v", err, tc.fault.Err)
+				}
+			}
+			if ffs.Injected() == 0 {
+				t.Fatal("the fault never fired")
+			}
+			ffs.Disarm()
+			after := db.Stats()
+			if after.Latched || after.Commits != before.Commits {
+				t.Fatalf("after the failed commit: latched %v, commits %d (before %d)", after.Latched, after.Commits, before.Commits)
+			}
+			if db.head != headBefore {
+				t.Fatalf("head moved from txn %d to %d", headBefore.Txid, db.head.Txid)
+			}
+			sa := db.space.Stats()
+			if sa.HWM != spaceBefore.HWM || sa.FreePages != spaceBefore.FreePages || sa.PendingPages != spaceBefore.PendingPages || sa.AllocatablePages != spaceBefore.AllocatablePages {
+				t.Fatalf("free-space map after the failed commit %+v, before %+v", sa, spaceBefore)
+			}
+			if err := wantKeys(db, "durable"); err != nil {
+				t.Fatal(err)
+			}
+			mustCheck(t, db)
+			if err := putValue(db, "after"); err != nil {
+				t.Fatalf("commit after the fault: %v", err)
+			}
+			if err := wantKeys(db, "durable", "after"); err != nil {
+				t.Fatal(err)
+			}
+			mustCheck(t, db)
+			rdb, err := openFS(cfs.CrashKeepNone(), "/db", 0o600, &Options{InitialMmapSize: memMapSize})
+			if err != nil {
+				t.Fatalf("reopen after a power loss: %v", err)
+			}
+			defer rdb.Close()
+			mustCheck(t, rdb)
+			if err := wantKeys(rdb, "durable", "after"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// putValue stores a 300-byte value under key in bucket "b" in its own
+// transaction.
+func putValue(db *DB, key string) error {
+	return db.Update(func(tx *Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte("b"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(key), make([]byte, 300))
+	})
+}
+
+// wantKeys fails unless bucket "b" holds exactly keys.
+func wantKeys(db *DB, keys ...string) error {
+	return db.View(func(tx *Tx) error {
+		b := tx.Bucket([]byte("b"))
+		if b == nil {
+			return fmt.Errorf("bucket b is missing")
+		}
+		var got []string
+		err := b.ForEach(func(k, _ []byte) error {
+			got = append(got, string(k))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		slices.Sort(keys)
+		if !slices.Equal(got, keys) {
+			return fmt.Errorf("keys %q, want %q", got, keys)
+		}
+		return nil
+	})
 }
 
 // TestBatch: concurrent Batch calls share transactions, each call's error

@@ -1,7 +1,6 @@
 package rivet
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"unsafe"
 
 	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/boltfile"
 	"github.com/rivetkv/rivet/internal/btree"
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/pager"
@@ -45,7 +45,54 @@ func openFS(fs vfs.FS, path string, mode os.FileMode, options *Options) (*DB, er
 	if s := opts.LocalitySlack; !(s >= 0 && s <= maxLocalitySlack) {
 		return nil, fmt.Errorf("rivet: Options.LocalitySlack %v is out of range: it must be from 0 to %v", s, maxLocalitySlack)
 	}
+	for attempt := 1; ; attempt++ {
+		db, err := openFile(fs, path, mode, opts)
+		if err != errPathMoved && err != errConverted {
+			return db, err
+		}
+		// The bbolt file at path was converted, by this Open or by
+		// another process while this one waited for the lock: open what
+		// the path holds now. Each round follows a rename over path, so
+		// only files renamed over and over keep it going.
+		if attempt >= maxOpenAttempts {
+			return nil, fmt.Errorf("rivet: %s was replaced %d times while opening it", path, attempt)
+		}
+	}
+}
+
+// maxOpenAttempts bounds Open's rounds (see openFS): one conversion takes
+// two.
+const maxOpenAttempts = 8
+
+// openFile opens, locks and loads the file at path once.
+func openFile(fs vfs.FS, path string, mode os.FileMode, opts Options) (*DB, error) {
+	db := newDB(fs, path, mode, opts)
+	flag := os.O_RDWR | os.O_CREATE
+	if db.readOnly {
+		flag = os.O_RDONLY
+	}
+	f, err := fs.OpenFile(path, flag, mode)
+	if err != nil {
+		return nil, err
+	}
+	db.file = f
+	if err := lockWithTimeout(f, !db.readOnly, opts.Timeout); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if err := db.load(fs); err != nil {
+		_ = f.Unlock()
+		_ = f.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// newDB returns a DB for the file at path, not yet opened.
+func newDB(fs vfs.FS, path string, mode os.FileMode, opts Options) *DB {
 	db := &DB{
+		fs:             fs,
+		mode:           mode,
 		path:           path,
 		opts:           opts,
 		readOnly:       opts.ReadOnly,
@@ -69,26 +116,7 @@ func openFS(fs vfs.FS, path string, mode os.FileMode, options *Options) (*DB, er
 	db.maxSizeApplied = db.MaxSize
 	db.readersGone = sync.NewCond(&db.mu)
 	db.syncCond = sync.NewCond(&db.syncMu)
-
-	flag := os.O_RDWR | os.O_CREATE
-	if db.readOnly {
-		flag = os.O_RDONLY
-	}
-	f, err := fs.OpenFile(path, flag, mode)
-	if err != nil {
-		return nil, err
-	}
-	db.file = f
-	if err := lockWithTimeout(f, !db.readOnly, opts.Timeout); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	if err := db.load(fs); err != nil {
-		_ = f.Unlock()
-		_ = f.Close()
-		return nil, err
-	}
-	return db, nil
+	return db
 }
 
 func lockWithTimeout(f vfs.File, exclusive bool, timeout time.Duration) error {
@@ -132,6 +160,12 @@ func (db *DB) load(fs vfs.FS) error {
 		}
 	}
 	if metas[0] == nil && metas[1] == nil {
+		// A bbolt file is read, converted or refused (loadBboltFile); it
+		// is told apart by a few bytes, before the scan for zeros below
+		// reads up to a megabyte.
+		if size > 0 && db.isBboltFile() {
+			return db.loadBboltFile(size)
+		}
 		// A file that never committed a state is created afresh: an empty
 		// file, or one that is all zeros (a crash before creation's first
 		// flush). Anything else without a valid meta is refused.
@@ -140,9 +174,6 @@ func (db *DB) load(fs vfs.FS) error {
 				return fmt.Errorf("%w: file has no committed state and is opened read-only", rerrors.ErrInvalid)
 			}
 			return db.create(fs)
-		}
-		if db.isBboltFile() {
-			return rerrors.ErrBboltFile
 		}
 		// bbolt returns ErrInvalid itself here and callers compare with ==,
 		// so the details go to the log rather than into a wrapped error.
@@ -184,11 +215,7 @@ func (db *DB) load(fs vfs.FS) error {
 	}
 	db.noteDamagedMeta(metas, errs, slot, &rec)
 	db.recovered = rec
-	for i, m := range metas {
-		if m != nil {
-			db.slotHWM[i] = m.HWM
-		}
-	}
+	db.slotMeta = metas
 	return db.start(meta, slot)
 }
 
@@ -215,9 +242,11 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	db.space = space
 	db.cur = meta
 	db.head = meta
+	db.base = meta
 	db.durable = meta.Txid
 	db.steadySlot = slot
 	db.lastFullSync = time.Now()
+	db.flushed = meta.Txid
 	db.spaceStats = space.Stats()
 	if !db.readOnly {
 		// The state may have been recovered from the page cache after a
@@ -293,6 +322,12 @@ func (db *DB) readMetas(size int64) (metas [2]*page.Meta, errs [2]error) {
 		if _, errs[0] = page.DecodeMeta(0, head); errs[0] == nil {
 			errs[0] = page.Corruptf(0, "meta page names no supported page size")
 		}
+		if boltfile.IsMetaPage(head) {
+			// A bbolt file (load tells it apart and reads it): no rivet
+			// meta 1 to look for at every page size.
+			errs[1] = rerrors.ErrInvalid
+			return
+		}
 		for ps := page.MinPageSize; ps <= page.MaxPageSize; ps *= 2 {
 			sizes = append(sizes, ps)
 		}
@@ -327,36 +362,6 @@ func (db *DB) readMetas(size int64) (metas [2]*page.Meta, errs [2]error) {
 // before creation's first flush leaves. Files over 64 MiB are not scanned
 // (creation never writes that much), so a damaged large file is refused
 // rather than read in full.
-// bboltMagic and bboltMetaFlag identify a bbolt meta page: its page
-// header's flags (offset 8, u16) say "meta" and the meta's magic number
-// (offset 16, u32) follows the 16-byte header (bbolt's page.go, meta.go).
-const (
-	bboltMagic    = 0xED0CDAED
-	bboltMetaFlag = 0x04
-)
-
-// isBboltFile reports whether either of the file's first two pages, at any
-// page size bbolt may have used, is a bbolt meta page. It reads at most a
-// few bytes per candidate page.
-func (db *DB) isBboltFile() bool {
-	var head [20]byte
-	isMeta := func(off int64) bool {
-		if _, err := db.readAt(head[:], off); err != nil {
-			return false
-		}
-		return binary.LittleEndian.Uint16(head[8:]) == bboltMetaFlag && binary.LittleEndian.Uint32(head[16:]) == bboltMagic
-	}
-	if isMeta(0) {
-		return true
-	}
-	for ps := int64(512); ps <= 1<<20; ps *= 2 {
-		if isMeta(ps) {
-			return true
-		}
-	}
-	return false
-}
-
 func (db *DB) allZero(size int64) bool {
 	const limit = 64 << 20
 	if size > limit {
@@ -417,8 +422,8 @@ func (db *DB) recover(metas [2]*page.Meta, errs [2]error, size int64) (*page.Met
 		}
 		return nil, 0, rec, fmt.Errorf("newest meta (txn %d) failed verification (%w) and there is no steady meta to fall back to: %v", m.Txid, reason, why)
 	}
-	if reason := db.verify(o, size, &rec); reason != nil {
-		return nil, 0, rec, fmt.Errorf("both meta states fail verification: txn %d: %v; txn %d: %w", m.Txid, reason, o.Txid, reason)
+	if oreason := db.verify(o, size, &rec); oreason != nil {
+		return nil, 0, rec, fmt.Errorf("both meta states fail verification: txn %d: %v; txn %d: %w", m.Txid, reason, o.Txid, oreason)
 	}
 	db.logger.Warningf("last commit (txn %d) is incomplete (%v); opened at txn %d", m.Txid, reason, o.Txid)
 	rec.Txid = o.Txid
@@ -574,18 +579,13 @@ func (db *DB) create(fs vfs.FS) error {
 	if err != nil {
 		return err
 	}
-	db.slotHWM = [2]uint64{m.HWM, m.HWM}
+	db.slotMeta = [2]*page.Meta{m, m}
 	return db.start(m, 0)
 }
 
-// syncDir flushes the directory entry of a new file (best effort: some
-// platforms and file systems cannot open or sync a directory).
+// syncDir flushes the directory entry of a new file, best effort: a file
+// whose name a crash loses never held a committed state (create) or was a
+// copy nobody was told of yet (CopyFile).
 func syncDir(fs vfs.FS, path string) {
-	if fs != vfs.OS() {
-		return
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
+	_ = fs.SyncDir(filepath.Dir(path))
 }

@@ -52,7 +52,9 @@ type Options struct {
 	// FreelistType is accepted and ignored.
 	FreelistType FreelistType
 
-	// ReadOnly opens the file with a shared lock and refuses writes.
+	// ReadOnly opens the file with a shared lock and refuses writes. A
+	// file bbolt wrote is read as it is, through rivet's API, without
+	// converting it (docs/design.md §11.2).
 	ReadOnly bool
 
 	// MmapFlags is accepted for bbolt compatibility and currently ignored
@@ -110,6 +112,23 @@ type Options struct {
 	// docs/benchmarks.md. AutoCompact, when set, compacts only above
 	// whichever is larger, its FreeFraction or the slack plus 0.1.
 	LocalitySlack float64
+
+	// ConvertBbolt makes a writable Open of a file bbolt wrote convert it
+	// in place into a rivet file, then open that, instead of returning
+	// errors.ErrBboltFile. The conversion holds the file's exclusive lock
+	// throughout; writes the rivet file beside it (PATH.converting), in
+	// bounded transactions, reporting progress to Logger; verifies it
+	// against the bbolt file by the digest `rivet import` prints; keeps
+	// the bbolt file as PATH.bbolt (a hard link, or a copy where links
+	// are not possible); and renames the rivet file over PATH. A crash at
+	// any point leaves PATH holding the untouched bbolt file or the
+	// verified rivet file, and the next Open with ConvertBbolt finishes
+	// the job. It is refused, before anything is written, when the file
+	// system lacks room for the rivet file (*ConvertSpaceError, which
+	// matches syscall.ENOSPC) or PATH.bbolt is another file. A read-only
+	// Open reads a bbolt file as it is and never converts it. See the
+	// README, "Moving from bbolt", and docs/design.md §11.3.
+	ConvertBbolt bool
 
 	// AutoCompact, when not nil, runs DB.Compact in the background so that
 	// a long-running service's file tracks its live data without anyone

@@ -158,6 +158,9 @@ func (tx *Tx) Page(id int) (*PageInfo, error) {
 	if tx.ended() {
 		return nil, ErrTxClosed
 	}
+	if tx.db.bolt != nil {
+		return nil, errBboltBacked("Tx.Page")
+	}
 	if id < 0 || uint64(id) >= tx.meta.HWM {
 		return nil, nil
 	}
@@ -203,6 +206,9 @@ func (tx *Tx) Page(id int) (*PageInfo, error) {
 func (tx *Tx) WalkPages(fn func(PageUse) error) error {
 	if tx.ended() {
 		return ErrTxClosed
+	}
+	if tx.db.bolt != nil {
+		return errBboltBacked("Tx.WalkPages")
 	}
 	w := tx.newPageWalk()
 	w.walkTrees()

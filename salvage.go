@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/boltfile"
 	"github.com/rivetkv/rivet/internal/btree"
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/vfs"
@@ -204,6 +205,9 @@ type salvager struct {
 }
 
 func salvage(r io.ReaderAt, size int64, v SalvageVisitor) (*SalvageReport, error) {
+	if isBboltImage(r, size) {
+		return nil, fmt.Errorf("%w: Salvage reads rivet files (`rivet salvage` reads bbolt files too)", rerrors.ErrBboltFile)
+	}
 	s := &salvager{r: r, v: v, rep: &SalvageReport{}}
 	m, slot, err := s.chooseState(size)
 	if err != nil {
@@ -634,4 +638,15 @@ func (s *salvager) verifyState(m *page.Meta, size int64) error {
 		Visit:           func(id page.ID, n uint64, _ page.Type) error { return t.mark(id, n) },
 	}
 	return w.Walk(m.Root)
+}
+
+// isBboltImage reports whether r holds a bbolt file: a meta page of
+// bbolt's at offset 0, or metas boltfile finds.
+func isBboltImage(r io.ReaderAt, size int64) bool {
+	var head [boltfile.HeaderSize + 4]byte
+	if _, err := r.ReadAt(head[:], 0); err == nil && boltfile.IsMetaPage(head[:]) {
+		return true
+	}
+	_, err := boltfile.ReadMetas(r, size)
+	return err == nil
 }

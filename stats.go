@@ -54,9 +54,10 @@ type Stats struct {
 	// CompactPagesRewritten counts the pages compaction steps rewrote:
 	// moved below the target or packed.
 	CompactPagesRewritten int64
-	// Latched is set once a failed write or flush has made the DB refuse
-	// further writes (ErrLatched) until it is closed and reopened: the
-	// state an operator must be alerted to.
+	// Latched is set once a failed flush has made the DB refuse further
+	// writes (ErrLatched) until it is closed and reopened: the state an
+	// operator must be alerted to. A failed write (a full disk) fails its
+	// commit and does not latch.
 	Latched bool
 }
 

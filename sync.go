@@ -1,6 +1,8 @@
 package rivet
 
 import (
+	"errors"
+	"fmt"
 	"runtime"
 	"time"
 
@@ -26,6 +28,11 @@ import (
 //
 // Invariant: db.durable (the steady txid) only grows, and only after the
 // flush that made it durable returned nil.
+//
+// A sync point whose writes fail (before its flush) takes back every
+// commit after db.base (abortSync): those are the commits still waiting
+// for it, never seen by a reader. Only a failed flush latches
+// (docs/design.md §3.2).
 
 // syncJob is a prepared sync point: its maps and meta are written, the
 // flush is still to come.
@@ -71,22 +78,25 @@ func (db *DB) syncKind(forceFull bool) vfs.SyncKind {
 
 // prepareSync writes, together with extra (a commit's data pages, so a
 // lone commit still costs one write call per contiguous run), the region
-// maps and the meta of db.head. The caller holds the writer lock and the
-// sync leadership. It returns nil when head is already durable.
+// maps and then the meta of db.head. The caller holds the writer lock and
+// the sync leadership. It returns nil when head is already durable.
+//
+// On success every commit so far is sealed: only a failed flush can fail
+// it now, and that latches. If a write fails, the sync point never
+// happened (abortSync): the commits after db.base are taken back and the
+// error is returned, to the caller and to the commits waiting for it.
 func (db *DB) prepareSync(kind vfs.SyncKind, extra []pager.Run) (*syncJob, error) {
 	head := db.head
-	// Every commit so far is taken up by this sync point (or was by one
-	// before).
-	db.lastSyncCommits.Store(db.unsyncedCommits.Swap(0))
 	db.syncMu.Lock()
 	steady, slot := db.durable, 1-db.steadySlot
 	db.syncMu.Unlock()
 	if head.Txid == steady {
 		if len(extra) > 0 {
 			if err := db.pager.WriteRuns(extra); err != nil {
-				return nil, db.latch(err)
+				return nil, db.abortSync(nil, err)
 			}
 		}
+		db.sealSynced()
 		return nil, nil
 	}
 	db.spaceMu.Lock()
@@ -107,16 +117,63 @@ func (db *DB) prepareSync(kind vfs.SyncKind, extra []pager.Run) (*syncJob, error
 	buf := db.metaBuf
 	page.EncodeMeta(buf, &meta)
 
-	runs := make([]pager.Run, 0, len(extra)+len(img.Pages)+1)
+	runs := make([]pager.Run, 0, len(extra)+len(img.Pages))
 	runs = append(runs, extra...)
 	for _, p := range img.Pages {
 		runs = append(runs, pager.Run{ID: p.ID, Data: p.Data})
 	}
-	runs = append(runs, pager.Run{ID: page.ID(slot), Data: buf})
 	if err := db.pager.WriteRuns(runs); err != nil {
-		return nil, db.latch(err)
+		return nil, db.abortSync(&img, err)
 	}
+	// The meta last, on its own: when a write before it fails, no meta
+	// names the taken-back commits, so no crash can bring them back. When
+	// the meta's own write fails, restoreMetaSlot takes care of that.
+	if err := db.pager.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
+		db.restoreMetaSlot(slot)
+		return nil, db.abortSync(&img, err)
+	}
+	db.sealSynced()
 	return &syncJob{meta: &meta, slot: slot, kind: kind, img: img}, nil
+}
+
+// sealSynced seals every commit so far, once the sync point taking them up
+// is written.
+func (db *DB) sealSynced() {
+	// Every commit so far is taken up by this sync point (or was by one
+	// before).
+	db.lastSyncCommits.Store(db.unsyncedCommits.Swap(0))
+	db.seal()
+}
+
+// abortSync ends a sync point whose writes failed (err) before its flush.
+// The steady meta and the maps it names were not written (invariants 2
+// and 3), so the durable state is certain and nothing latches: the free
+// space map takes back the image (if one was prepared) and every commit
+// after db.base, head goes back to base, and the commits waiting for this
+// sync point learn that they were rolled back. The caller holds the
+// writer lock and the sync leadership. It returns the error the commits
+// report.
+func (db *DB) abortSync(img *spacemap.SyncImage, err error) error {
+	db.spaceMu.Lock()
+	if img != nil {
+		db.space.AbortSync(*img)
+	}
+	undone := db.space.Undo()
+	db.spaceMu.Unlock()
+	err = fmt.Errorf("rivet: sync point failed to write (commits rolled back: %d): %w", undone, err)
+	db.head = db.base
+	db.unsyncedCommits.Add(-int64(undone))
+	db.mu.Lock()
+	db.stats.Commits -= int64(undone)
+	db.mu.Unlock()
+	if db.chain != nil {
+		db.syncMu.Lock()
+		db.chain.err = err
+		db.syncMu.Unlock()
+		db.chain = nil
+	}
+	db.logger.Warningf("%v", err)
+	return err
 }
 
 // finishSync flushes a prepared sync point and makes it the steady state.
@@ -135,9 +192,10 @@ func (db *DB) finishSync(job *syncJob) error {
 	db.syncMu.Lock()
 	db.durable = job.meta.Txid
 	db.steadySlot = job.slot
-	db.slotHWM[job.slot] = job.meta.HWM
+	db.slotMeta[job.slot] = job.meta
 	if job.kind == vfs.SyncData {
 		db.lastFullSync = time.Now()
+		db.flushed = job.meta.Txid
 	}
 	db.syncMu.Unlock()
 	if h := db.hooks; h != nil && h.afterDurable != nil {
@@ -157,10 +215,26 @@ func (db *DB) finishSync(job *syncJob) error {
 }
 
 // syncThrough makes every transaction up to txid durable, leading sync
-// points itself whenever none is in flight. Called without the writer lock.
-func (db *DB) syncThrough(txid uint64, forceFull bool) error {
+// points itself whenever none is in flight; with forceFull, durable by a
+// full flush (a Barrier sync point's barrier does not count). Called
+// without the writer lock.
+//
+// A commit passes its chain: if a sync point fails to write and takes the
+// commit back, syncThrough returns that error (txid may then be reused by
+// a later commit, so durable >= txid alone does not say the commit is
+// durable). It returns early, with nil, when head itself is durable: a
+// transaction above it was taken back.
+func (db *DB) syncThrough(txid uint64, forceFull bool, w *commitChain) error {
 	db.syncMu.Lock()
-	for db.durable < txid {
+	for {
+		if w != nil && w.err != nil {
+			err := w.err
+			db.syncMu.Unlock()
+			return err
+		}
+		if db.durable >= txid && (!forceFull || db.flushed >= txid) {
+			break
+		}
 		if err := db.latchedErr(); err != nil {
 			db.syncMu.Unlock()
 			return err
@@ -180,15 +254,40 @@ func (db *DB) syncThrough(txid uint64, forceFull bool) error {
 		db.writer.Lock()
 		job, err := db.prepareSync(db.syncKind(forceFull), nil)
 		db.writer.Unlock()
-		if err == nil && job != nil {
+		switch {
+		case err == nil && job != nil:
 			err = db.finishSync(job)
+		case err == nil && forceFull:
+			// Head is steady, perhaps only behind a barrier.
+			err = db.flushSteady()
 		}
 		db.releaseSync()
-		if err != nil {
+		if err != nil || job == nil {
 			return err
 		}
 		db.syncMu.Lock()
 	}
+	db.syncMu.Unlock()
+	return nil
+}
+
+// flushSteady makes the steady state durable with a full flush: in Barrier
+// mode its sync point may have been ordered by a barrier only. The caller
+// leads (no sync point is in flight).
+func (db *DB) flushSteady() error {
+	db.syncMu.Lock()
+	steady := db.durable
+	done := db.flushed >= steady
+	db.syncMu.Unlock()
+	if done {
+		return nil
+	}
+	if err := db.pager.Sync(vfs.SyncData); err != nil {
+		return db.latch(err)
+	}
+	db.syncMu.Lock()
+	db.flushed = max(db.flushed, steady)
+	db.lastFullSync = time.Now()
 	db.syncMu.Unlock()
 	return nil
 }
@@ -236,7 +335,7 @@ func (db *DB) startBackgroundSync(txid uint64) {
 	go func() {
 		defer db.bgSyncs.Done()
 		defer db.bgSyncing.Store(false)
-		if err := db.syncThrough(txid, false); err != nil && err != ErrDatabaseNotOpen {
+		if err := db.syncThrough(txid, false, nil); err != nil && err != ErrDatabaseNotOpen {
 			db.logger.Errorf("early sync point: %v", err)
 		}
 	}()
@@ -263,9 +362,16 @@ func (db *DB) periodicSyncer(interval time.Duration) {
 			if db.noSync.Load() {
 				continue
 			}
-			if err := db.syncThrough(db.headTxid(), false); err != nil {
+			if err := db.syncThrough(db.headTxid(), false, nil); err != nil {
+				if err == ErrDatabaseNotOpen {
+					return
+				}
 				db.logger.Errorf("periodic sync point: %v", err)
-				return
+				if errors.Is(err, ErrLatched) {
+					return
+				}
+				// A failed write (a full disk) is tried again at the
+				// next tick.
 			}
 		}
 	}
@@ -297,17 +403,48 @@ func (db *DB) writeCleanMeta() error {
 	meta.Changed = make([]byte, len(cur.Changed))
 	buf := make([]byte, db.pageSize)
 	page.EncodeMeta(buf, &meta)
-	db.syncMu.Lock()
-	db.slotHWM[slot] = 0 // being overwritten: unknown until flushed
-	db.syncMu.Unlock()
+	// The writer lock is held throughout, so nothing reads slotMeta[slot]
+	// while the slot is being overwritten.
 	if err := db.pager.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
+		db.restoreMetaSlot(slot)
 		return err
 	}
 	if err := db.pager.Sync(vfs.SyncData); err != nil {
-		return err
+		return db.latch(err)
 	}
 	db.syncMu.Lock()
-	db.slotHWM[slot] = meta.HWM
+	db.slotMeta[slot] = &meta
 	db.syncMu.Unlock()
 	return nil
+}
+
+// restoreMetaSlot puts back the meta slot held before a write into it
+// failed, and flushes it. A failed write may still have put part of the new
+// meta in the file — enough, if its checksummed bytes made it, for Open to
+// take it after a crash, bringing back a state whose commits were told they
+// failed. Rewriting the slot's previous meta (or zeros, if it held none
+// that decoded) and flushing closes that window before the error reaches
+// anyone. If the rewrite fails too the slot is unknown (truncation stops
+// cutting); if its flush fails the DB latches. The caller holds the writer
+// lock.
+func (db *DB) restoreMetaSlot(slot int) {
+	db.syncMu.Lock()
+	prev := db.slotMeta[slot]
+	db.slotMeta[slot] = nil
+	db.syncMu.Unlock()
+	buf := make([]byte, db.pageSize)
+	if prev != nil {
+		page.EncodeMeta(buf, prev)
+	}
+	if err := db.pager.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
+		db.logger.Errorf("meta slot %d: writing back its previous meta after a failed write: %v", slot, err)
+		return
+	}
+	if err := db.pager.Sync(vfs.SyncData); err != nil {
+		_ = db.latch(err)
+		return
+	}
+	db.syncMu.Lock()
+	db.slotMeta[slot] = prev
+	db.syncMu.Unlock()
 }

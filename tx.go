@@ -99,6 +99,7 @@ func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {
 		Txid:         meta.Txid,
 		CursorStacks: st.envStore.CursorStacks, // kept by recycle
 		LendStacks:   !writable,
+		Foreign:      db.foreign,
 	}
 	if writable {
 		tx.txid = meta.Txid + 1

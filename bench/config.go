@@ -10,8 +10,9 @@ import (
 
 // Config selects what Run measures and how big it is.
 type Config struct {
-	// Workloads and Engines name what to run; empty means every workload,
-	// and for engines every registered one except the durability variants
+	// Workloads and Engines name what to run; empty means every workload
+	// but those that run only when named (large-value, hostile-check), and
+	// for engines every registered one except the durability variants
 	// (DefaultEngines).
 	Workloads []string `json:"workloads"`
 	Engines   []string `json:"engines"`
@@ -41,6 +42,9 @@ type Config struct {
 	OpenSizes []Size `json:"open_sizes"`
 	// SlasherKeys is the key count batch-slasher spreads over its buckets.
 	SlasherKeys int `json:"slasher_keys"`
+	// ValueSizes are the sizes of the values large-value stores, one
+	// child process per engine and size.
+	ValueSizes []Size `json:"value_sizes"`
 	// Runs repeats every workload; medians are taken over runs.
 	Runs int `json:"runs"`
 	// Dir is where databases are created (a fresh subdirectory, removed
@@ -57,16 +61,20 @@ type Config struct {
 	Log io.Writer `json:"-"`
 }
 
+// maxValueSize is the largest value rivet and bbolt store (both define
+// MaxValueSize as 2^31-2).
+const maxValueSize = 1<<31 - 2
+
 // Presets are the named sizes. "tiny" is for tests and CI (seconds),
 // "demo" for a first look on a laptop (about a minute for rivet alone on two
 // cores), "full" for numbers worth publishing.
 var Presets = map[string]Config{
 	"tiny": {Size: 2 << 20, Keys: 2_000, Reads: 4_000, Commits: 50, Duration: 2 * time.Second, Runs: 1,
-		OpenSizes: []Size{1 << 20, 2 << 20, 4 << 20}, SlasherKeys: 8_000},
+		OpenSizes: []Size{1 << 20, 2 << 20, 4 << 20}, SlasherKeys: 8_000, ValueSizes: []Size{20 << 20}},
 	"demo": {Size: 256 << 20, Keys: 100_000, Reads: 200_000, Commits: 1_000, Duration: 5 * time.Second, Runs: 1,
-		OpenSizes: []Size{4 << 20, 16 << 20, 64 << 20}, SlasherKeys: 200_000},
+		OpenSizes: []Size{4 << 20, 16 << 20, 64 << 20}, SlasherKeys: 200_000, ValueSizes: []Size{300 << 20}},
 	"full": {Size: 1 << 30, Keys: 1_000_000, OneTxnKeys: 100_000, Reads: 1_000_000, Commits: 1_000, Duration: 10 * time.Second, Runs: 3,
-		OpenSizes: []Size{16 << 20, 1 << 30, 4 << 30}, SlasherKeys: 4_000_000},
+		OpenSizes: []Size{16 << 20, 1 << 30, 4 << 30}, SlasherKeys: 4_000_000, ValueSizes: []Size{300 << 20, 1 << 30}},
 }
 
 // Preset returns the named preset.
@@ -77,6 +85,7 @@ func Preset(name string) (Config, error) {
 	}
 	// A copy, so a caller changing the sizes does not change the preset.
 	c.OpenSizes = slices.Clone(c.OpenSizes)
+	c.ValueSizes = slices.Clone(c.ValueSizes)
 	return c, nil
 }
 
@@ -116,6 +125,11 @@ func (c *Config) validate() error {
 	for _, z := range c.OpenSizes {
 		if z <= 0 {
 			return fmt.Errorf("open sizes must be positive, got %s", z)
+		}
+	}
+	for _, z := range c.ValueSizes {
+		if z <= 0 || z > maxValueSize {
+			return fmt.Errorf("value sizes must be from 1 byte to %d (bbolt's and rivet's MaxValueSize), got %s", int64(maxValueSize), z)
 		}
 	}
 	return nil

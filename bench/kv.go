@@ -1,6 +1,12 @@
 package bench
 
-import "fmt"
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"io"
+)
 
 // The interfaces below are the slice of bbolt's API the workloads use,
 // written generically so that one adapter (kvDB) serves every engine with a
@@ -30,6 +36,8 @@ type bucketAPI[B any, C cursorAPI] interface {
 type txAPI[B bucketAPI[B, C], C cursorAPI] interface {
 	Bucket(name []byte) B
 	CreateBucketIfNotExists(name []byte) (B, error)
+	WriteTo(w io.Writer) (int64, error)
+	Size() int64
 }
 
 // dbAPI is the part of *bbolt.DB the workloads use.
@@ -252,6 +260,86 @@ func (k *kvDB[D, T, B, C]) ShortTxns(shape string, bucket, key []byte, n int) er
 		}
 	}
 	return nil
+}
+
+// ValueChecker is implemented by DBs that can compare a stored value with
+// the expected bytes (rivet and bbolt): large-value uses it to verify a
+// value of hundreds of MiB without asking either engine for more than its
+// own Get does.
+type ValueChecker interface {
+	// ValueEquals reports whether the value under key in bucket is want,
+	// in one read transaction.
+	ValueEquals(bucket, key, want []byte) (bool, error)
+}
+
+// ValueEquals implements ValueChecker. bbolt's Get returns a slice of its
+// memory map, rivet's a copy for values above 16 MiB: each engine's own Get
+// is what is measured.
+func (k *kvDB[D, T, B, C]) ValueEquals(bucket, key, want []byte) (equal bool, err error) {
+	err = k.db.View(func(tx T) error {
+		b, err := k.bucket(tx, bucket)
+		if err != nil {
+			return err
+		}
+		equal = bytes.Equal(b.Get(key), want)
+		return nil
+	})
+	return equal, err
+}
+
+// Snapshotter is implemented by DBs that can write a consistent copy of
+// themselves while in use (Tx.WriteTo: rivet and bbolt).
+type Snapshotter interface {
+	// WriteSnapshot writes the state one read transaction sees to w.
+	// started, if not nil, is called with the size of that state in bytes
+	// (Tx.Size) once the transaction has begun and before the copy is
+	// written: what is committed after it is not in the copy.
+	WriteSnapshot(w io.Writer, started func(size int64)) (int64, error)
+}
+
+// WriteSnapshot implements Snapshotter with Tx.WriteTo.
+func (k *kvDB[D, T, B, C]) WriteSnapshot(w io.Writer, started func(size int64)) (n int64, err error) {
+	err = k.db.View(func(tx T) error {
+		if started != nil {
+			started(tx.Size())
+		}
+		n, err = tx.WriteTo(w)
+		return err
+	})
+	return n, err
+}
+
+// Digester is implemented by DBs that can summarise a bucket's content, so
+// that two files can be compared (a snapshot with its source).
+type Digester interface {
+	// Digest returns the number of pairs in bucket and a SHA-256 over them
+	// (each key and value with its length) in key order, from one read
+	// transaction.
+	Digest(bucket []byte) (pairs int, sum [sha256.Size]byte, err error)
+}
+
+// Digest implements Digester.
+func (k *kvDB[D, T, B, C]) Digest(bucket []byte) (pairs int, sum [sha256.Size]byte, err error) {
+	h := sha256.New()
+	err = k.db.View(func(tx T) error {
+		b, err := k.bucket(tx, bucket)
+		if err != nil {
+			return err
+		}
+		var n [8]byte
+		c := b.Cursor()
+		for key, v := c.First(); key != nil; key, v = c.Next() {
+			for _, part := range [][]byte{key, v} {
+				binary.LittleEndian.PutUint64(n[:], uint64(len(part)))
+				h.Write(n[:])
+				h.Write(part)
+			}
+			pairs++
+		}
+		return nil
+	})
+	copy(sum[:], h.Sum(nil))
+	return pairs, sum, err
 }
 
 // Counters implements DB.

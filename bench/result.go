@@ -83,6 +83,7 @@ type Report struct {
 // recorder collects the figures of one workload run on one engine.
 type recorder struct {
 	figures []figure
+	notes   []string
 }
 
 type figure struct {

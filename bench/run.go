@@ -39,6 +39,11 @@ func (e *Env) Scalar(figure string, u Unit, b Better, v float64) { e.rec.scalar(
 // gives their median and p99.
 func (e *Env) Latencies(figure string, ds []time.Duration) { e.rec.latencies(figure, ds) }
 
+// Note records a remark about this run that no figure can carry (an
+// engine that crashed, a check that did not finish); the report lists each
+// distinct note once, naming the workload and engine.
+func (e *Env) Note(text string) { e.rec.notes = append(e.rec.notes, text) }
+
 // Progress starts reporting a long phase of the run.
 func (e *Env) Progress(phase string, total int64) Progress {
 	if e.Config.Progress == nil {
@@ -132,6 +137,12 @@ workloads:
 		}
 		for _, d := range runs {
 			agg.add(w.Name, d.engine, d.rec)
+			for _, n := range d.rec.notes {
+				note := fmt.Sprintf("%s on %s: %s", w.Name, d.engine, n)
+				if !slices.Contains(rep.Notes, note) {
+					rep.Notes = append(rep.Notes, note)
+				}
+			}
 		}
 		finished++
 	}
@@ -207,7 +218,7 @@ func selectEngines(names []string) ([]Engine, error) {
 func selectWorkloads(names []string) ([]Workload, error) {
 	all := Workloads()
 	if len(names) == 0 {
-		return all, nil
+		return slices.DeleteFunc(all, func(w Workload) bool { return w.OnlyWhenNamed }), nil
 	}
 	var out []Workload
 	for _, n := range names {

@@ -17,13 +17,17 @@ type Workload struct {
 	// Summary is one line for --help and listings.
 	Summary string
 	Run     func(ctx context.Context, env *Env) error
+	// OnlyWhenNamed keeps the workload out of runs that name no
+	// workloads: it needs much memory or mostly waits out a deadline.
+	OnlyWhenNamed bool
 }
 
 // Workloads returns every workload in the order a full run executes them.
 // A new workload is a file defining a Workload value plus one line here.
 func Workloads() []Workload {
 	return []Workload{fragmented, durableWrites, bulkLoad, randomReads,
-		openScaling, updateLocality, batchSlasher, memory, concurrentDurable, modeLatency, space, compaction, shortTxns}
+		openScaling, updateLocality, batchSlasher, memory, concurrentDurable, modeLatency, space, compaction, shortTxns,
+		largeValueWorkload, readersUnderWriter, longRead, hostileCheck}
 }
 
 // WorkloadNames returns the names of Workloads().
@@ -31,6 +35,18 @@ func WorkloadNames() []string {
 	var names []string
 	for _, w := range Workloads() {
 		names = append(names, w.Name)
+	}
+	return names
+}
+
+// OnlyWhenNamedWorkloads returns the names of the workloads that run only
+// when named.
+func OnlyWhenNamedWorkloads() []string {
+	var names []string
+	for _, w := range Workloads() {
+		if w.OnlyWhenNamed {
+			names = append(names, w.Name)
+		}
 	}
 	return names
 }

@@ -3,7 +3,7 @@
 // The values mirror go.etcd.io/bbolt/errors one for one, so code that compares
 // errors with errors.Is keeps working after switching its import path. rivet
 // adds a few of its own: ErrCorrupt (the class of every error caused by bad
-// bytes on disk), ErrLatched (the DB refuses writes after a failed write or
+// bytes on disk), ErrLatched (the DB refuses writes after a failed
 // flush) and ErrReadOnlyTx aliases.
 package errors
 
@@ -99,16 +99,22 @@ var (
 	// reason (see CorruptError) and match ErrCorrupt with errors.Is.
 	ErrCorrupt = errors.New("rivet: file is corrupt")
 
-	// ErrLatched is wrapped around the first write or flush error. Once a
-	// write or flush has failed the DB no longer knows what reached the disk,
-	// so it refuses every later write until it is closed and reopened.
-	ErrLatched = errors.New("rivet: an earlier write or flush failed; reopen the database")
+	// ErrLatched is wrapped around a failed flush. Once a flush has failed
+	// the DB no longer knows what reached the disk (the page cache may have
+	// dropped the pages it could not write), so it refuses every later write
+	// until it is closed and reopened. A failed write or file growth (a full
+	// disk) does not latch: the commit is rolled back, the durable state is
+	// untouched, and later commits succeed once there is room.
+	ErrLatched = errors.New("rivet: an earlier flush failed; reopen the database")
 
-	// ErrBboltFile is returned by Open for a file bbolt (or boltdb) wrote:
-	// rivet's format differs, so the file must be converted, not opened.
-	// It also matches ErrInvalid with errors.Is, so code that treats every
-	// file that is not a database alike keeps working.
-	ErrBboltFile error = &invalidKind{msg: "a bbolt file; rivet's format differs — convert it with `rivet import`"}
+	// ErrBboltFile is returned by a writable Open of a file bbolt (or
+	// boltdb) wrote, unless Options.ConvertBbolt asks for it to be
+	// converted: rivet writes only its own format. A read-only Open reads
+	// such a file; when it cannot (no valid meta, a page size rivet does
+	// not read), its error wraps this one with the reason. It also matches
+	// ErrInvalid with errors.Is, so code that treats every file that is
+	// not a database alike keeps working.
+	ErrBboltFile error = &invalidKind{msg: "a bbolt file: rivet writes only its own format; open it read-only, or convert it (Options.ConvertBbolt, or `rivet import`)"}
 )
 
 // invalidKind is a distinct error value that is also an ErrInvalid.

@@ -31,6 +31,7 @@ type benchFlags struct {
 	runs       int
 	openSizes  []string
 	slasher    int
+	valueSizes []string
 	dir        string
 	keep       bool
 	json       bool
@@ -75,7 +76,7 @@ them on update-locality (write runs per commit, file size at end).`,
 	fl.StringVar(&f.preset, "preset", "demo", "sizes to start from: tiny, demo or full (the flags below override)")
 	fl.StringSliceVar(&f.vs, "vs", nil, `engines to compare with; "bbolt" means bbolt and bbolt-nofreelistsync, "modes" rivet's durability modes, bbolt and bbolt-nosync`)
 	fl.StringSliceVar(&f.engines, "engines", nil, "exact engines to run, replacing the default (rivet) and --vs: "+strings.Join(bench.EngineNames(), ", "))
-	fl.StringSliceVar(&f.workloads, "workloads", nil, "workloads to run (default all): "+strings.Join(bench.WorkloadNames(), ", "))
+	fl.StringSliceVar(&f.workloads, "workloads", nil, "workloads to run (default all but "+strings.Join(bench.OnlyWhenNamedWorkloads(), " and ")+"): "+strings.Join(bench.WorkloadNames(), ", "))
 	fl.Var(&f.size, "size", "file size the fragmented workload grows to, e.g. 256MiB or 1GiB (default from preset)")
 	fl.IntVar(&f.keys, "keys", 0, "keys loaded by bulk-load and random-reads (default from preset)")
 	fl.IntVar(&f.oneTxnKeys, "one-txn-keys", 0, "keys of bulk-load's single-transaction loads; 0 = --keys (default from preset)")
@@ -84,6 +85,7 @@ them on update-locality (write runs per commit, file size at end).`,
 	fl.DurationVar(&f.duration, "duration", 0, "time cap of the commit loops; concurrent-durable runs each setting, and mode-latency its loop, for a quarter of it (default from preset)")
 	fl.StringSliceVar(&f.openSizes, "open-sizes", nil, "file sizes open-scaling builds and opens, e.g. 16MiB,1GiB,4GiB (default from preset)")
 	fl.IntVar(&f.slasher, "slasher-keys", 0, "keys batch-slasher spreads over its 4 buckets (default from preset)")
+	fl.StringSliceVar(&f.valueSizes, "value-sizes", nil, "value sizes large-value stores, e.g. 300MiB,1GiB (default from preset)")
 	fl.IntVar(&f.runs, "runs", 0, "repetitions; medians are taken over runs (default from preset)")
 	fl.StringVar(&f.dir, "dir", "", "directory on the disk to measure (default the OS temp dir)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the databases the workloads made (in a rivet-bench-* directory inside --dir) instead of removing them")
@@ -95,7 +97,11 @@ them on update-locality (write runs per commit, file size at end).`,
 func workloadHelp() string {
 	var b strings.Builder
 	for _, w := range bench.Workloads() {
-		fmt.Fprintf(&b, "  %-15s %s\n", w.Name, w.Summary)
+		only := ""
+		if w.OnlyWhenNamed {
+			only = " (only when named)"
+		}
+		fmt.Fprintf(&b, "  %-20s %s%s\n", w.Name, w.Summary, only)
 	}
 	return b.String()
 }
@@ -170,6 +176,16 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	}
 	if fl.Changed("slasher-keys") {
 		cfg.SlasherKeys = f.slasher
+	}
+	if fl.Changed("value-sizes") {
+		cfg.ValueSizes = nil
+		for _, s := range f.valueSizes {
+			z, err := bench.ParseSize(s)
+			if err != nil {
+				return err
+			}
+			cfg.ValueSizes = append(cfg.ValueSizes, z)
+		}
 	}
 
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()

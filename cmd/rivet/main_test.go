@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,6 +40,12 @@ func TestBenchTiny(t *testing.T) {
 		}
 	}
 	for _, w := range bench.WorkloadNames() {
+		if slices.Contains(bench.OnlyWhenNamedWorkloads(), w) {
+			if strings.Contains(errOut, w+" on ") {
+				t.Errorf("%s ran without being named", w)
+			}
+			continue
+		}
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks workload %s", w)
 		}

@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"iter"
 	"os"
@@ -18,6 +15,7 @@ import (
 	"github.com/rivetkv/rivet"
 	"github.com/rivetkv/rivet/bench"
 	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/digest"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	bolt "go.etcd.io/bbolt"
@@ -160,7 +158,7 @@ are opened read-only.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n%s: %s\nidentical: digest %s on both sides\n",
-				args[0], res.a.summary(), args[1], res.b.summary(), res.a.digest())
+				args[0], res.a.summary(), args[1], res.b.summary(), res.a.Sum())
 			return nil
 		},
 	}
@@ -237,7 +235,7 @@ func migrate(cmd *cobra.Command, src, dst, want string, f *migrateFlags) (err er
 		if err := c.begin(); err != nil {
 			return err
 		}
-		return walkTree(root, 0, c.apply)
+		return walkTree(root, c.apply)
 	})
 	c.bar.finish()
 	if err == nil {
@@ -271,8 +269,8 @@ func migrate(cmd *cobra.Command, src, dst, want string, f *migrateFlags) (err er
 	}
 	past := verb + "ed"
 	fmt.Fprintf(stdout, "%s %s keys in %s buckets (%s) in %s; verified in %s: digest %s on both sides\n",
-		past, groupDigits(res.a.keys), groupDigits(res.a.buckets), sizeString(res.a.bytes),
-		seconds(copied), seconds(time.Since(verifyStart)), res.a.digest()[:16])
+		past, groupDigits(res.a.Keys), groupDigits(res.a.Buckets), sizeString(res.a.Bytes),
+		seconds(copied), seconds(time.Since(verifyStart)), res.a.Sum()[:16])
 	fmt.Fprintf(stdout, "%s: %s\n%s: %s\n", src, res.a.summary(), dst, res.b.summary())
 	return nil
 }
@@ -316,66 +314,52 @@ func commitDest(tmp, dst string) error {
 	return nil
 }
 
-// maxWalkNesting bounds bucket nesting in a walk: rivet refuses deeper
-// buckets, and a bound keeps a bbolt file whose bucket records form a cycle
-// from recursing without end.
-const maxWalkNesting = 64
+// maxWalkNesting bounds bucket nesting in a walk (digest.MaxNesting).
+const maxWalkNesting = digest.MaxNesting
 
-// entryKind is the kind of one element of a file's canonical stream.
-type entryKind byte
+// entry is one element of a file's canonical stream (digest.Entry).
+type entry = digest.Entry
 
 const (
-	kindBucket entryKind = 'B' // a nested bucket begins: key = its name, seq
-	kindEnd    entryKind = 'E' // the bucket begun last ends
-	kindKV     entryKind = 'K' // a key and its value in the current bucket
+	kindBucket = digest.KindBucket
+	kindEnd    = digest.KindEnd
+	kindKV     = digest.KindKV
 )
 
-// entry is one element of a file's canonical stream: buckets and keys in
-// key order, depth first, a nested bucket's contents between its kindBucket
-// and kindEnd entries. Key and value alias the source transaction's memory.
-type entry struct {
-	kind  entryKind
-	key   []byte
-	value []byte
-	seq   uint64
+// digestBucket adapts a bucketView to what digest.Walk reads.
+type digestBucket struct{ b bucketView }
+
+func (d digestBucket) ForEach(fn func(k, v []byte, isBucket bool) error) error {
+	return d.b.ForEach(fn)
 }
 
-// walkTree calls fn for every entry under b, in canonical order. depth is
-// b's nesting (0 for the root).
-func walkTree(b bucketView, depth int, fn func(entry) error) error {
-	return b.ForEach(func(k, v []byte, isBucket bool) error {
-		if !isBucket {
-			if depth == 0 {
-				return fmt.Errorf("key %s outside any bucket", formatBytes(k, fmtAuto))
-			}
-			if v == nil {
-				v = []byte{}
-			}
-			return fn(entry{kind: kindKV, key: k, value: v})
-		}
-		if depth >= maxWalkNesting {
-			return fmt.Errorf("buckets nested deeper than %d levels (rivet's limit; a cycle?)", maxWalkNesting)
-		}
-		child := b.Bucket(k)
-		if child == nil {
-			return fmt.Errorf("nested bucket %s cannot be opened", formatBytes(k, fmtAuto))
-		}
-		if err := fn(entry{kind: kindBucket, key: k, seq: child.Sequence()}); err != nil {
-			return err
-		}
-		if err := walkTree(child, depth+1, fn); err != nil {
-			return err
-		}
-		return fn(entry{kind: kindEnd})
-	})
+func (d digestBucket) Bucket(name []byte) digest.Bucket {
+	c := d.b.Bucket(name)
+	if c == nil {
+		return nil
+	}
+	return digestBucket{c}
+}
+
+func (d digestBucket) Sequence() uint64 { return d.b.Sequence() }
+
+// walkTree calls fn for every entry under the root b, in canonical order
+// (digest.Walk), naming the bucket path and key where a walk fails.
+func walkTree(b bucketView, fn func(entry) error) error {
+	err := digest.Walk(digestBucket{b}, fn)
+	var we *digest.WalkError
+	if errors.As(err, &we) {
+		return fmt.Errorf("bucket %s key %s: %w", pathString(we.Path), formatBytes(we.Key, fmtAuto), we.Err)
+	}
+	return err
 }
 
 // countEntries counts a file's buckets and keys: the progress bar's total.
 func countEntries(f fileView) (int64, error) {
 	var n int64
 	err := f.View(func(root bucketView) error {
-		return walkTree(root, 0, func(e entry) error {
-			if e.kind != kindEnd {
+		return walkTree(root, func(e entry) error {
+			if e.Kind != kindEnd {
 				n++
 			}
 			return nil
@@ -390,7 +374,7 @@ func entries(f fileView) iter.Seq2[entry, error] {
 	return func(yield func(entry, error) bool) {
 		stopped := errors.New("stopped")
 		err := f.View(func(root bucketView) error {
-			return walkTree(root, 0, func(e entry) error {
+			return walkTree(root, func(e entry) error {
 				if !yield(e, nil) {
 					return stopped
 				}
@@ -403,55 +387,14 @@ func entries(f fileView) iter.Seq2[entry, error] {
 	}
 }
 
-// streamDigest accumulates one side's counts and the SHA-256 of its
-// canonical stream. Encoding, per entry: the kind byte; for a bucket the
-// name (uvarint length, bytes) and the sequence (8 bytes, big-endian); for
-// a key the key and the value (each uvarint length, bytes); nothing more
-// for an end. Lengths make it unambiguous and the begin/end pairs carry
-// every key's bucket path, so two files have the same digest exactly when
-// they hold the same buckets, keys, values and sequences.
-type streamDigest struct {
-	h                    hash.Hash
-	buckets, keys, bytes int64
-	path                 [][]byte
-	scratch              [binary.MaxVarintLen64 + 8]byte
-}
+// streamDigest is one side's digest.Digest, with the tool's summary line.
+type streamDigest struct{ *digest.Digest }
 
-func newStreamDigest() *streamDigest { return &streamDigest{h: sha256.New()} }
-
-func (d *streamDigest) add(e entry) {
-	d.h.Write([]byte{byte(e.kind)})
-	switch e.kind {
-	case kindBucket:
-		d.writeBytes(e.key)
-		binary.BigEndian.PutUint64(d.scratch[:8], e.seq)
-		d.h.Write(d.scratch[:8])
-		d.buckets++
-		d.bytes += int64(len(e.key))
-		d.path = append(d.path, e.key)
-	case kindEnd:
-		if len(d.path) > 0 {
-			d.path = d.path[:len(d.path)-1]
-		}
-	case kindKV:
-		d.writeBytes(e.key)
-		d.writeBytes(e.value)
-		d.keys++
-		d.bytes += int64(len(e.key) + len(e.value))
-	}
-}
-
-func (d *streamDigest) writeBytes(b []byte) {
-	n := binary.PutUvarint(d.scratch[:], uint64(len(b)))
-	d.h.Write(d.scratch[:n])
-	d.h.Write(b)
-}
-
-func (d *streamDigest) digest() string { return hex.EncodeToString(d.h.Sum(nil)) }
+func newStreamDigest() *streamDigest { return &streamDigest{digest.New()} }
 
 func (d *streamDigest) summary() string {
 	return fmt.Sprintf("%s buckets, %s keys, %s of keys and values, sha256 %s",
-		groupDigits(d.buckets), groupDigits(d.keys), sizeString(d.bytes), d.digest())
+		groupDigits(d.Buckets), groupDigits(d.Keys), sizeString(d.Bytes), d.Sum())
 }
 
 // verifyResult is what verifyFiles found on each side.
@@ -485,34 +428,30 @@ func verifyFiles(ctx context.Context, a, b fileView, bar *bar) (verifyResult, er
 		if !okA && !okB {
 			return res, nil
 		}
-		if !okA || !okB || !sameEntry(ea, eb) {
-			where := pathString(res.a.path)
+		if !okA || !okB || !ea.Same(eb) {
+			where := pathString(res.a.Path)
 			return res, fmt.Errorf("first difference in bucket %s: first file has %s, second has %s",
 				where, describeEntry(ea, okA), describeEntry(eb, okB))
 		}
-		res.a.add(ea)
-		res.b.add(eb)
-		if ea.kind != kindEnd {
+		res.a.Add(ea)
+		res.b.Add(eb)
+		if ea.Kind != kindEnd {
 			bar.add(1)
 		}
 	}
-}
-
-func sameEntry(a, b entry) bool {
-	return a.kind == b.kind && a.seq == b.seq && string(a.key) == string(b.key) && string(a.value) == string(b.value)
 }
 
 func describeEntry(e entry, ok bool) string {
 	if !ok {
 		return "nothing more"
 	}
-	switch e.kind {
+	switch e.Kind {
 	case kindBucket:
-		return fmt.Sprintf("nested bucket %s (sequence %d)", formatBytes(e.key, fmtAuto), e.seq)
+		return fmt.Sprintf("nested bucket %s (sequence %d)", formatBytes(e.Key, fmtAuto), e.Seq)
 	case kindEnd:
 		return "the end of the bucket"
 	}
-	return fmt.Sprintf("key %s with a %d-byte value (sha256 %.16x)", formatBytes(e.key, fmtAuto), len(e.value), sha256.Sum256(e.value))
+	return fmt.Sprintf("key %s with a %d-byte value (sha256 %.16x)", formatBytes(e.Key, fmtAuto), len(e.Value), sha256.Sum256(e.Value))
 }
 
 // destDB is the file a copy writes: rivet for import, bbolt for export.
@@ -588,14 +527,14 @@ func (c *copier) top() destBucket {
 // apply writes e. A bucket's sequence is set when it is created, so an
 // empty bucket keeps it too.
 func (c *copier) apply(e entry) error {
-	if e.kind == kindEnd {
+	if e.Kind == kindEnd {
 		c.path, c.stack = c.path[:len(c.path)-1], c.stack[:len(c.stack)-1]
 		return nil
 	}
 	if c.ctx != nil && c.entries%1024 == 0 && c.ctx.Err() != nil {
 		return fmt.Errorf("interrupted: %w", c.ctx.Err())
 	}
-	n := int64(len(e.key) + len(e.value))
+	n := int64(len(e.Key) + len(e.Value))
 	if c.size > 0 && c.size+n > c.limit {
 		if err := c.rotate(); err != nil {
 			return err
@@ -604,12 +543,12 @@ func (c *copier) apply(e entry) error {
 	c.size += n
 	c.entries++
 	c.bar.add(1)
-	if e.kind == kindBucket {
-		b, err := c.createBucket(e.key, e.seq)
+	if e.Kind == kindBucket {
+		b, err := c.createBucket(e.Key, e.Seq)
 		if err != nil {
 			return err
 		}
-		c.path, c.stack = append(c.path, e.key), append(c.stack, b)
+		c.path, c.stack = append(c.path, e.Key), append(c.stack, b)
 		return nil
 	}
 	top := c.top()
@@ -617,12 +556,12 @@ func (c *copier) apply(e entry) error {
 		// Inside a bucket the destination refused (listed already).
 		return nil
 	}
-	if err := top.put(e.key, e.value); err != nil {
+	if err := top.put(e.Key, e.Value); err != nil {
 		if c.lenient && refusedEntry(err) {
-			c.conflicts = append(c.conflicts, fmt.Sprintf("bucket %s key %s: not written: %v", pathString(c.path), formatBytes(e.key, fmtAuto), err))
+			c.conflicts = append(c.conflicts, fmt.Sprintf("bucket %s key %s: not written: %v", pathString(c.path), formatBytes(e.Key, fmtAuto), err))
 			return nil
 		}
-		return fmt.Errorf("bucket %s key %s: %w", pathString(c.path), formatBytes(e.key, fmtAuto), err)
+		return fmt.Errorf("bucket %s key %s: %w", pathString(c.path), formatBytes(e.Key, fmtAuto), err)
 	}
 	return nil
 }

@@ -200,7 +200,7 @@ type salvageSink struct{ c *copier }
 func (s *salvageSink) moveTo(path [][]byte) error {
 	c := s.c
 	for len(c.path) > len(path) || !isPrefix(c.path, path) {
-		if err := c.apply(entry{kind: kindEnd}); err != nil {
+		if err := c.apply(entry{Kind: kindEnd}); err != nil {
 			return err
 		}
 	}
@@ -227,7 +227,7 @@ func (s *salvageSink) Bucket(path [][]byte, seq uint64) error {
 	if len(s.c.path) != len(path)-1 {
 		return fmt.Errorf("bucket %s visited before its parent", pathString(path))
 	}
-	return s.c.apply(entry{kind: kindBucket, key: bytes.Clone(path[len(path)-1]), seq: seq})
+	return s.c.apply(entry{Kind: kindBucket, Key: bytes.Clone(path[len(path)-1]), Seq: seq})
 }
 
 // Put implements rivet.SalvageVisitor.
@@ -238,5 +238,5 @@ func (s *salvageSink) Put(path [][]byte, k, v []byte) error {
 	if len(s.c.path) != len(path) {
 		return fmt.Errorf("key in bucket %s visited before the bucket", pathString(path))
 	}
-	return s.c.apply(entry{kind: kindKV, key: bytes.Clone(k), value: append([]byte{}, v...)})
+	return s.c.apply(entry{Kind: kindKV, Key: bytes.Clone(k), Value: append([]byte{}, v...)})
 }

@@ -13,8 +13,10 @@
 // Types are aliases, not copies: a *bbolt.DB from one package is the
 // *rivet.DB another expects, and rivet's own additions (Durability,
 // Compact, Clone, ...) are there on the same values. Files are rivet's:
-// convert bbolt files first with `rivet import` (Open refuses them with
-// ErrBboltFile). See the README's differences from bbolt.
+// a read-only Open reads a bbolt file as it is, a writable one converts it
+// in place with Options.ConvertBbolt and otherwise refuses it with
+// ErrBboltFile (or convert it first with `rivet import`). See the README's
+// "Moving from bbolt" and its differences from bbolt.
 package bbolt
 
 import (

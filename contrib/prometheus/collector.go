@@ -93,7 +93,7 @@ func NewCollector(db *rivet.DB, opts Options) *Collector {
 		func(_ *rivet.Stats, c *Collector) float64 { return boolValue(c.db.Recovery().FellBack) })
 	add("recovery_damaged_meta", "1 if Open found one of the two meta pages damaged and used the other, else 0.", gauge,
 		func(_ *rivet.Stats, c *Collector) float64 { return boolValue(c.db.Recovery().DamagedMeta != "") })
-	add("latched", "1 if a failed write or flush made the DB refuse writes until it is reopened, else 0.", gauge,
+	add("latched", "1 if a failed flush made the DB refuse writes until it is reopened, else 0.", gauge,
 		func(s *rivet.Stats, _ *Collector) float64 { return boolValue(s.Latched) })
 	add("tx_pages_allocated_total", "Pages allocated by write transactions.", counter,
 		func(s *rivet.Stats, _ *Collector) float64 { return float64(s.TxStats.GetPageCount()) })

@@ -111,6 +111,14 @@ type Env struct {
 
 	// Stats counted for TxStats.
 	Stats Stats
+
+	// Foreign, when not nil, supplies every node instead of the map: a
+	// bbolt file opened read-only serves its pages translated into rivet
+	// nodes (internal/boltfile). Nil for rivet's own files, which costs
+	// their read path one nil check. Data is then the foreign file's
+	// bytes, which nothing here interprets: a foreign source yields no
+	// blob references, so the blob reads that use Data are not reached.
+	Foreign page.NodeSource
 }
 
 // Stats are per-transaction tree counters (bbolt's TxStats fields).
@@ -190,8 +198,12 @@ func (e *Env) cursorStack() []elemRef {
 
 // readNode returns the validated node ref points to.
 func (e *Env) readNode(ref page.Ref) (page.Node, error) {
-	return page.ReadNode(e.Data, e.PageSize, ref.ID, ref.Txid, e.HWM)
+	return page.ReadNodeVia(e.Foreign, e.Data, e.PageSize, ref, e.HWM)
 }
+
+// ReadNode returns the validated node ref points to, from the map or the
+// foreign source (statistics walks read nodes this way).
+func (e *Env) ReadNode(ref page.Ref) (page.Node, error) { return e.readNode(ref) }
 
 // MaxInlineValue returns the longest value stored inside a leaf; longer
 // values are blobs (docs/design.md §2.4). Up to eight pages a value lives

@@ -258,12 +258,14 @@ func FuzzTreeRead(f *testing.F) {
 
 		for _, verify := range []bool{true, false} {
 			visits := 0
+			fetched := uint64(0)
 			var errs []error
 			w := Walker{
 				Fetch: func(id page.ID, n uint64) ([]byte, error) {
 					if id >= base.hwm || n > base.hwm-id {
 						return nil, page.Corruptf(id, "run of %d pages beyond the image", n)
 					}
+					fetched += n
 					return img[id*fuzzPS : (id+n)*fuzzPS], nil
 				},
 				PageSize:        fuzzPS,
@@ -283,6 +285,10 @@ func FuzzTreeRead(f *testing.F) {
 				},
 			}
 			first := w.Walk(base.root)
+			// The Walker's invariant: each page is read at most twice.
+			if fetched > 2*base.hwm {
+				t.Fatalf("Walker (checksums %t) read %d pages of a %d-page image, more than twice each", verify, fetched, base.hwm)
+			}
 			requireCorrupt(t, "Walker", first)
 			for _, err := range errs {
 				requireCorrupt(t, "Walker report", err)

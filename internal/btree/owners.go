@@ -95,7 +95,7 @@ func (o *owners) node(ref page.Ref, parent page.ID, path [][]byte, depth, nest i
 		o.rejected(ref, 0, parent, path, depth, nil)
 		return
 	}
-	run, h, err := o.w.fetchRun(ref.ID, page.TypeLeaf)
+	run, h, err := o.w.fetchRun(ref.ID, page.TypeLeaf, false)
 	if err != nil {
 		o.rejected(ref, 0, parent, path, depth, nil)
 		return

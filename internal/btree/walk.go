@@ -9,6 +9,16 @@ import (
 // Walker visits the runs of committed trees, validating as it goes. Check
 // uses it over the whole file; recovery uses it to verify only what the last
 // sync point wrote (docs/design.md §3.4).
+//
+// Invariant: a walk reads each page below the HWM at most twice (once as the
+// first page of a run, for its header, and once inside the whole run), so
+// its work is bounded by the file's size whatever the shape of its trees. A
+// reference to a page the walk has already reached, as the start of a run
+// or inside one, is reported as a page reachable twice and not read again:
+// in a valid file every page is reachable at most once, so on a damaged
+// file whose pages are shared (a DAG: many references to one subtree,
+// whose unfolding is exponential in its depth) or form cycles, the walk
+// still ends after reading each page once or twice.
 type Walker struct {
 	// Fetch returns the bytes of pages pages starting at id.
 	Fetch    func(id page.ID, pages uint64) ([]byte, error)
@@ -29,6 +39,8 @@ type Walker struct {
 
 	stopped bool
 	first   error
+	// reached holds every page the walk has read or is about to read.
+	reached pageSet
 }
 
 // Walk visits the tree rooted at root (the root bucket's tree, say) and every
@@ -51,9 +63,31 @@ func (w *Walker) report(err error) {
 	}
 }
 
-func (w *Walker) fetchRun(id page.ID, t page.Type) ([]byte, page.Header, error) {
+// reach marks the pages [id, id+n) as read by the walk, or returns an error
+// naming the first of them it had reached before. Pages at or above the HWM
+// are not tracked: the read that follows refuses them.
+func (w *Walker) reach(id page.ID, n uint64) error {
+	if w.reached.empty() {
+		w.reached = newPageSet(w.HWM, w.All)
+	}
+	if p, ok := w.reached.addRun(id, n); !ok {
+		return page.Corruptf(p, "page reachable twice (run at %d)", id)
+	}
+	return nil
+}
+
+// fetchRun reads the run starting at id, of the length its header says.
+// With once, its pages are reached first (see reach), so a run is never
+// read twice by one walk; Owners, which reads only runs a walk accepted,
+// passes false.
+func (w *Walker) fetchRun(id page.ID, t page.Type, once bool) ([]byte, page.Header, error) {
 	if id < 2 || id >= w.HWM {
 		return nil, page.Header{}, page.Corruptf(id, "%v page id outside [2, %d)", t, w.HWM)
+	}
+	if once {
+		if err := w.reach(id, 1); err != nil {
+			return nil, page.Header{}, err
+		}
 	}
 	first, err := w.Fetch(id, 1)
 	if err != nil {
@@ -68,6 +102,11 @@ func (w *Walker) fetchRun(id page.ID, t page.Type) ([]byte, page.Header, error) 
 	}
 	if h.Pages() == 1 {
 		return first, h, nil
+	}
+	if once {
+		if err := w.reach(id+1, h.Pages()-1); err != nil {
+			return nil, h, err
+		}
 	}
 	run, err := w.Fetch(id, h.Pages())
 	return run, h, err
@@ -88,7 +127,7 @@ func (w *Walker) node(ref page.Ref, depth, nest int, lo, hi []byte) {
 		w.report(page.Corruptf(ref.ID, "buckets nested deeper than %d (cycle?)", MaxNesting))
 		return
 	}
-	run, _, err := w.fetchRun(ref.ID, page.TypeLeaf)
+	run, _, err := w.fetchRun(ref.ID, page.TypeLeaf, true)
 	if err != nil {
 		w.report(err)
 		return
@@ -234,6 +273,10 @@ func (w *Walker) blob(b page.BlobRef) {
 		}
 		if uint64(cur.Pages) > w.HWM || cur.ID >= w.HWM {
 			w.report(page.Corruptf(cur.ID, "blob extent of %d pages outside the file", cur.Pages))
+			return
+		}
+		if err := w.reach(cur.ID, uint64(cur.Pages)); err != nil {
+			w.report(err)
 			return
 		}
 		run, err := w.Fetch(cur.ID, uint64(cur.Pages))

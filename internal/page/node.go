@@ -41,6 +41,27 @@ type Node struct {
 // page id. This is the read path of every Get: checks are ordered so the
 // common case is a few compares, and errors are built out of line.
 func ReadNode(data []byte, pageSize int, id ID, wantTxid uint64, hwm uint64) (Node, error) {
+	return ReadNodeVia(nil, data, pageSize, Ref{ID: id, Txid: wantTxid}, hwm)
+}
+
+// NodeSource supplies nodes that do not come from a rivet file: a bbolt
+// file opened read-only serves its pages translated into rivet nodes
+// (internal/boltfile).
+type NodeSource interface {
+	// ReadNode returns the validated node ref points to, or the corruption
+	// that stops it.
+	ReadNode(ref Ref) (Node, error)
+}
+
+// ReadNodeVia is ReadNode, except that a non-nil src supplies the node
+// instead of data. It is the tree's one way to read a node: the check
+// costs a rivet file's read path one compare, and keeps its caller
+// (btree.Env.readNode) small enough to inline into the cursor.
+func ReadNodeVia(src NodeSource, data []byte, pageSize int, ref Ref, hwm uint64) (Node, error) {
+	if src != nil {
+		return src.ReadNode(ref)
+	}
+	id, wantTxid := ref.ID, ref.Txid
 	if id < minHWM || id >= hwm {
 		return Node{}, nodeErr(id, errIDRange, hwm, 0)
 	}
@@ -90,6 +111,41 @@ func nodeAt(b []byte, pageSize int, id ID, wantTxid uint64, hwm uint64) (Node, e
 		return Node{}, nodeErr(id, errCount, count, size)
 	}
 	return Node{buf: b[:size:size], count: int32(count), leaf: typ == TypeLeaf}, nil
+}
+
+// TranslatedNode validates a node that internal/boltfile encoded into buf
+// (EncodeBranchFunc or EncodeLeafFunc, page size len(buf)) from a page of
+// bbolt's format. Such a node has no place in a rivet file, so nothing ties
+// it to a page size or a high-water mark; ReadNode's other checks apply:
+// the type, the header naming page id, the element array inside buf. A
+// leaf may be empty (bbolt's empty root leaf); a branch may not. pages,
+// the length of the source page's run, is recorded in the header's
+// overflow field, so statistics count the source's pages.
+func TranslatedNode(buf []byte, id ID, pages uint64) (Node, error) {
+	if len(buf) < HeaderSize {
+		return Node{}, Corruptf(id, "translated node of %d bytes", len(buf))
+	}
+	le := binary.LittleEndian
+	typ := Type(le.Uint16(buf[offType:]))
+	count := uint64(le.Uint32(buf[offCount:]))
+	if typ != TypeBranch && typ != TypeLeaf {
+		return Node{}, nodeErr(id, errType, uint64(typ), 0)
+	}
+	if self := le.Uint64(buf[offPgid:]); self != id {
+		return Node{}, nodeErr(id, errSelf, self, 0)
+	}
+	es := uint64(LeafElemSize)
+	if typ == TypeBranch {
+		es = BranchElemSize
+	}
+	if (count == 0 && typ == TypeBranch) || HeaderSize+count*es > uint64(len(buf)) {
+		return Node{}, nodeErr(id, errCount, count, uint64(len(buf)))
+	}
+	if pages == 0 || pages-1 > 0xFFFFFFFF {
+		pages = 1
+	}
+	le.PutUint32(buf[offOverflow:], uint32(pages-1))
+	return Node{buf: buf[:len(buf):len(buf)], count: int32(count), leaf: typ == TypeLeaf}, nil
 }
 
 const (
@@ -345,6 +401,30 @@ func EncodeBranchFunc(buf []byte, pageSize int, id ID, txid uint64, n int, elem 
 		off += copy(buf[off:], key)
 	}
 	clear(buf[off:])
+}
+
+// LeafFromRelative returns a new leaf node of n plain values built from
+// block: an array of n elements laid out as rivet's (flags u32, key
+// position u32, key length u32, value length u32) except that each key
+// position counts from the element's own first byte, followed by the key
+// and value bytes — a bbolt leaf page after its header. The block is
+// copied after the node header whole; each element's flags are cleared
+// and its key position made to count from the node's start. The caller
+// has checked that every key and value lies inside the block. One copy,
+// into memory not zeroed first, instead of one per element: the read path
+// translates every bbolt leaf it meets this way.
+func LeafFromRelative(block []byte, id ID, txid uint64, n int) []byte {
+	var h [HeaderSize]byte
+	buf := append(h[:], block...)
+	PutHeader(buf, Header{Type: TypeLeaf, Count: uint32(n), Txid: txid, ID: id})
+	le := binary.LittleEndian
+	for i := 0; i < n; i++ {
+		e := buf[HeaderSize+i*LeafElemSize:]
+		e = e[:LeafElemSize:LeafElemSize]
+		le.PutUint32(e[0:], 0)
+		le.PutUint32(e[4:], uint32(HeaderSize+i*LeafElemSize)+le.Uint32(e[4:]))
+	}
+	return buf
 }
 
 // EncodeLeaf writes a leaf node into buf (see EncodeBranch).

@@ -255,6 +255,68 @@ func TestWriteAndSyncErrorsReturnedAsIs(t *testing.T) {
 	}
 }
 
+// TestFailedGrowChangesNothing: when the file cannot grow (a full disk),
+// EnsureMapped and WriteRuns fail with the file's error and leave the file
+// size, the pager's idea of it and the current view as they were, so no
+// view ever covers a page past the end of the file; once there is room the
+// same calls succeed.
+func TestFailedGrowChangesNothing(t *testing.T) {
+	faulty := vfs.NewFaulty(vfs.NewMem())
+	f := openFile(t, faulty, "db")
+	p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 64 * ps, GrowSize: 16 * ps})
+	if err := p.EnsureMapped(4); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WriteRuns([]Run{{1, pageBytes(1, 1, 7)}}); err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		s, err := f.Size()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := size()
+	viewLen := func() int {
+		v := p.Acquire()
+		defer v.Release()
+		return len(v.Bytes())
+	}
+	beforeView := viewLen()
+	writes := p.Stats().WriteCalls
+
+	faulty.Arm(vfs.Fault{Op: vfs.OpTruncate, Err: syscall.ENOSPC, Persist: true})
+	if err := p.EnsureMapped(20); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("EnsureMapped on a full disk: %v, want ENOSPC", err)
+	}
+	if err := p.WriteRuns([]Run{{18, pageBytes(18, 1, 8)}}); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("WriteRuns past the end on a full disk: %v, want ENOSPC", err)
+	}
+	if got := size(); got != before {
+		t.Fatalf("file size %d after failed growth, was %d", got, before)
+	}
+	if got := p.size.Load(); got != before {
+		t.Fatalf("the pager believes the file is %d bytes; it is %d", got, before)
+	}
+	if got := viewLen(); got != beforeView || int64(got) > before {
+		t.Fatalf("view covers %d bytes after failed growth (was %d, file %d)", got, beforeView, before)
+	}
+	if got := p.Stats().WriteCalls; got != writes {
+		t.Fatalf("%d writes issued although the file could not grow", got-writes)
+	}
+	faulty.Disarm()
+	if err := p.EnsureMapped(20); err != nil {
+		t.Fatalf("EnsureMapped once there is room: %v", err)
+	}
+	if err := p.WriteRuns([]Run{{18, pageBytes(18, 1, 8)}}); err != nil {
+		t.Fatalf("WriteRuns once there is room: %v", err)
+	}
+	if got := viewLen(); got < 20*ps || int64(got) > size() {
+		t.Fatalf("view covers %d bytes, file %d, want at least 20 pages", got, size())
+	}
+}
+
 func TestReadPagesPastEOFIsCorrupt(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		f := b.open(t, identity)

@@ -342,8 +342,16 @@ type harness struct {
 	limit uint64
 	// slack is the Map's locality slack (SetLocalitySlack).
 	slack float64
-	stats struct {
+	// sealed is the model as of the last Seal (or reopen), sealedTxid its
+	// txid, chained the commits since, and releases the Release and
+	// ReleaseYoung calls since: Undo must give sealed with them replayed.
+	sealed     *model
+	sealedTxid uint64
+	chained    int
+	releases   []func(*model)
+	stats      struct {
 		allocs, maxed, frees, badFrees, commits, rollbacks, syncs, failedSyncs, reopens, loads, mapsWritten uint64
+		seals, abortedSyncs, undone, undoneShrinks, undoneReleasedYoung                                     uint64
 		youngFrees, youngReleased, youngHeld                                                                uint64
 		shrinks, shrunkPages, regionsDropped, limited                                                       uint64
 		deltaRuns                                                                                           int
@@ -394,7 +402,7 @@ func runModel(t *testing.T, slack float64) {
 	}
 	h.stats.loads += h.m.Stats().RegionLoads
 	t.Logf("%+v", h.stats)
-	if h.stats.syncs == 0 || h.stats.reopens == 0 || (h.stats.maxed == 0 && rounds >= 1500) || h.stats.badFrees == 0 || h.stats.mapsWritten == 0 || h.stats.deltaRuns == 0 || h.stats.shrinks == 0 || (h.stats.regionsDropped == 0 && rounds >= 1500 && slack == 0) || h.stats.limited == 0 || h.stats.youngFrees == 0 || h.stats.youngReleased == 0 || h.stats.youngHeld == 0 || (slack > 0 && h.stats.localChoices == 0) {
+	if h.stats.syncs == 0 || h.stats.reopens == 0 || (h.stats.maxed == 0 && rounds >= 1500) || h.stats.badFrees == 0 || h.stats.mapsWritten == 0 || h.stats.deltaRuns == 0 || h.stats.shrinks == 0 || (h.stats.regionsDropped == 0 && rounds >= 1500 && slack == 0) || h.stats.limited == 0 || h.stats.youngFrees == 0 || h.stats.youngReleased == 0 || h.stats.youngHeld == 0 || (slack > 0 && h.stats.localChoices == 0) || h.stats.abortedSyncs == 0 || h.stats.undone == 0 {
 		t.Fatalf("the run missed a path: %+v", h.stats)
 	}
 }
@@ -466,6 +474,7 @@ func (h *harness) round() {
 			limit := min(h.steady, h.oldestReader())
 			h.m.Release(h.steady, limit)
 			h.md.release(limit)
+			h.noteRelease(func(md *model) { md.release(limit) })
 			released, didRelease = max(released, limit), true
 		}
 		h.compareCounts()
@@ -478,6 +487,7 @@ func (h *harness) round() {
 		h.md.commit(txid)
 		h.lastTxid = txid
 		h.stats.commits++
+		h.committed()
 	} else {
 		h.m.Rollback()
 		h.md = snap
@@ -493,6 +503,7 @@ func (h *harness) round() {
 		limit := min(h.steady, h.oldestReader())
 		h.m.Release(h.steady, limit)
 		h.md.release(limit)
+		h.noteRelease(func(md *model) { md.release(limit) })
 		h.compareCounts()
 	}
 	if h.rng.IntN(100) < 60 {
@@ -515,6 +526,7 @@ func (h *harness) round() {
 		before := young()
 		h.m.ReleaseYoung(snaps)
 		h.md.releaseYoung(snaps)
+		h.noteRelease(func(md *model) { md.releaseYoung(snaps) })
 		h.compareCounts()
 		after := young()
 		h.stats.youngReleased += before - after
@@ -523,7 +535,7 @@ func (h *harness) round() {
 		}
 	}
 	if h.lastTxid > h.steady && h.rng.IntN(100) < 50 {
-		h.sync(h.rng.IntN(100) < 10)
+		h.sync(h.syncOutcome())
 	}
 	if h.rng.IntN(100) < 4 {
 		h.reopen()
@@ -573,11 +585,12 @@ func (h *harness) shrink() {
 		h.md.shrink(target)
 		h.lastTxid = txid
 		h.stats.commits++
+		h.committed()
 	}
 	h.compareCounts()
 	h.compareBits()
 	if h.rng.IntN(2) == 0 && h.lastTxid > h.steady {
-		h.sync(h.rng.IntN(100) < 10)
+		h.sync(h.syncOutcome())
 	}
 }
 
@@ -820,33 +833,119 @@ func (h *harness) compareForEachFree() {
 	h.compareBits() // every region is loaded now
 }
 
-// sync runs a sync point. With fail set the flush fails after a random
-// subset of the map pages was written (some torn): the database latches,
-// and the harness reopens at the last durable meta.
-func (h *harness) sync(fail bool) {
+// noteRelease records a release the Map and the model just made, for the
+// model of an Undo.
+func (h *harness) noteRelease(f func(*model)) { h.releases = append(h.releases, f) }
+
+// committed follows a Commit: the transaction joins the chain, and
+// sometimes the chain is sealed at once, as the database does when it
+// publishes a commit in None or Periodic mode.
+func (h *harness) committed() {
+	h.chained++
+	if h.rng.IntN(100) < 25 {
+		h.seal()
+	}
+}
+
+// seal seals the Map's chain and remembers the model as of it.
+func (h *harness) seal() {
+	h.m.Seal()
+	h.sealedHere()
+	h.stats.seals++
+}
+
+// sealedHere records the current model as the state Undo goes back to.
+func (h *harness) sealedHere() {
+	h.sealed = h.md.clone()
+	h.sealedTxid = h.lastTxid
+	h.chained = 0
+	h.releases = h.releases[:0]
+}
+
+// How a sync point ends (syncOutcome).
+const (
+	syncDurable     = iota
+	syncFlushFails  // the database latches: reopen at the steady meta
+	syncWriteFails  // writing the image fails: AbortSync and Undo
+	syncAbortedOnly // writing fails with every commit sealed (None mode): AbortSync
+)
+
+func (h *harness) syncOutcome() int {
+	switch p := h.rng.IntN(100); {
+	case p < 8:
+		return syncFlushFails
+	case p < 20:
+		return syncWriteFails
+	case p < 25:
+		return syncAbortedOnly
+	}
+	return syncDurable
+}
+
+// writeSome writes a random part of img's pages, some of them torn: what
+// a failed write or flush may leave.
+func (h *harness) writeSome(img SyncImage) {
+	for _, p := range img.Pages {
+		switch h.rng.IntN(3) {
+		case 0:
+			h.d.write(p)
+		case 1:
+			torn := slices.Clone(h.d.pages[p.ID])
+			if torn == nil {
+				torn = make([]byte, tps)
+			}
+			copy(torn[:512], p.Data)
+			h.d.write(MapPage{ID: p.ID, Data: torn})
+		}
+	}
+}
+
+// sync runs a sync point that ends as outcome says.
+func (h *harness) sync(outcome int) {
 	h.t.Helper()
 	txid := h.lastTxid
+	if outcome == syncAbortedOnly {
+		h.seal()
+	}
+	prepared := h.md.prepared
 	img := h.m.PrepareSync(txid)
 	h.md.prepared = txid
 	h.checkImage(img)
-	if fail {
-		for _, p := range img.Pages {
-			switch h.rng.IntN(3) {
-			case 0:
-				h.d.write(p)
-			case 1:
-				torn := slices.Clone(h.d.pages[p.ID])
-				if torn == nil {
-					torn = make([]byte, tps)
-				}
-				copy(torn[:512], p.Data)
-				h.d.write(MapPage{ID: p.ID, Data: torn})
-			}
-		}
+	switch outcome {
+	case syncFlushFails:
+		h.writeSome(img)
 		h.stats.failedSyncs++
 		h.reopen()
 		return
+	case syncWriteFails, syncAbortedOnly:
+		h.writeSome(img)
+		h.m.AbortSync(img)
+		h.md.prepared = prepared
+		for _, c := range h.m.chain {
+			if c.shrink != nil {
+				h.stats.undoneShrinks++
+			}
+			if len(c.young) > 0 && youngIndex(h.m.young, c.txid) < 0 {
+				h.stats.undoneReleasedYoung++
+			}
+		}
+		if n := h.m.Undo(); n != h.chained {
+			h.fatalf("Undo took back %d transactions, %d were committed since the last seal", n, h.chained)
+		}
+		h.stats.abortedSyncs++
+		h.stats.undone += uint64(h.chained)
+		md := h.sealed.clone()
+		for _, f := range h.releases {
+			f(md)
+		}
+		h.md = md
+		h.lastTxid = h.sealedTxid
+		h.sealedHere()
+		h.compareCounts()
+		h.compareBits()
+		return
 	}
+	h.seal() // the image is written: its commits are final
 	h.d.apply(img)
 	h.m.SyncDone(img)
 	h.meta = metaOf(img)
@@ -971,6 +1070,7 @@ func (h *harness) reopen() {
 	h.md.prepared = h.meta.txid
 	h.lastTxid = h.meta.txid
 	h.steady = h.meta.txid
+	h.sealedHere()
 	h.stats.reopens++
 	h.compareCounts()
 	if h.rng.IntN(2) == 0 {

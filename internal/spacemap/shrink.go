@@ -11,15 +11,16 @@ import (
 // its image names regions the shrink would drop. Try again after SyncDone.
 var ErrSyncInFlight = errors.New("spacemap: a sync point is in flight")
 
-// shrinkUndo is what Rollback needs to undo a ShrinkTo.
+// shrinkUndo is what Rollback and Undo need to undo a ShrinkTo.
 type shrinkUndo struct {
-	hwm         uint64
-	dropped     []*region
-	last        *region // the region the new HWM ends in (nil: ends on a boundary)
+	hwm     uint64
+	dropped []*region
+	last    *region // the region the new HWM ends in (nil: ends on a boundary)
+	// lastFrom is where ShrinkTo cleared last's bitmaps from (region
+	// relative); lastFree and lastAlloc are copies of them before.
+	lastFrom    uint64
 	lastFree    []uint64
 	lastAlloc   []uint64
-	lastNfree   uint64
-	lastNalloc  uint64
 	lastDisk    []uint64
 	lastDirty   bool
 	diskRegions uint64
@@ -123,9 +124,9 @@ func (m *Map) ShrinkTo(hwm uint64) error {
 		u.last = last
 		u.lastFree = append([]uint64(nil), last.free...)
 		u.lastAlloc = append([]uint64(nil), last.alloc...)
-		u.lastNfree, u.lastNalloc = last.nfree, last.nalloc
 		u.lastDisk, u.lastDirty = last.disk, last.dirty
 		from := hwm - r*m.rp
+		u.lastFrom = from
 		k := countRange(last.free, from, m.rp-from)
 		clearRange(last.free, from, m.rp-from)
 		clearRange(last.alloc, from, m.rp-from)
@@ -151,8 +152,10 @@ func (m *Map) ShrinkTo(hwm uint64) error {
 	return nil
 }
 
-// undoShrink restores what ShrinkTo changed. Rollback calls it; the
-// transaction made no other change.
+// undoShrink restores what ShrinkTo changed. Rollback calls it, and Undo
+// once every later transaction is taken back; the transaction made no
+// other change. Release may have made pending pages below the new HWM
+// allocatable since, so only the pages above it come back from the copies.
 func (m *Map) undoShrink(u *shrinkUndo) {
 	for _, reg := range u.dropped {
 		m.regions[reg.idx] = reg
@@ -162,11 +165,12 @@ func (m *Map) undoShrink(u *shrinkUndo) {
 		}
 	}
 	if l := u.last; l != nil {
-		m.freePages += u.lastNfree - l.nfree
-		copy(l.free, u.lastFree)
-		copy(l.alloc, u.lastAlloc)
-		l.allocChanged(0, uint64(len(l.alloc))*64)
-		l.nfree, l.nalloc = u.lastNfree, u.lastNalloc
+		nf := copyRange(l.free, u.lastFree, u.lastFrom, m.rp)
+		na := copyRange(l.alloc, u.lastAlloc, u.lastFrom, m.rp)
+		l.allocChanged(u.lastFrom, m.rp-u.lastFrom)
+		l.nfree += nf
+		l.nalloc += na
+		m.freePages += nf
 		l.noFit = 0
 		l.allocHint = firstNonZeroWord(l.alloc, 0)
 		l.disk, l.dirty = u.lastDisk, u.lastDirty
@@ -178,4 +182,21 @@ func (m *Map) undoShrink(u *shrinkUndo) {
 	}
 	m.hwm = u.hwm
 	m.diskRegions, m.diskHint, m.allocHint, m.firstFree = u.diskRegions, u.diskHint, u.allocHint, u.firstFree
+}
+
+// copyRange sets in dst the bits of src in [from, to), which are clear in
+// dst, and returns how many it set.
+func copyRange(dst, src []uint64, from, to uint64) uint64 {
+	var n uint64
+	for pos := from; pos < to; {
+		s, ok := nextSet(src, pos)
+		if !ok || s >= to {
+			break
+		}
+		e := nextClear(src, s, to)
+		setRange(dst, s, e-s)
+		n += e - s
+		pos = e
+	}
+	return n
 }

@@ -134,6 +134,9 @@ type SyncImage struct {
 	// gen is the Map's change generation when the image was taken; SyncDone
 	// leaves regions changed after it dirty.
 	gen uint64
+	// prepared is the Map's prepared txid before the image raised it, for
+	// AbortSync.
+	prepared uint64
 	// written holds, for each region in Pages, the free bitmap the page
 	// encodes: it becomes the region's disk bitmap at SyncDone.
 	written []writtenMap
@@ -321,6 +324,12 @@ type Map struct {
 	// (PrepareSync), or the opened state's. A page written by a later
 	// transaction is in no state that is, or may become, durable.
 	prepared uint64
+
+	// chain holds what Undo needs of every transaction committed since
+	// the last Seal, oldest first (undo.go); spareAllocs is an emptied
+	// allocation log kept for the next transaction.
+	chain       []committedTx
+	spareAllocs []run
 
 	gen   uint64
 	loads uint64
@@ -610,13 +619,19 @@ func (m *Map) Begin(txid uint64) {
 	if n := len(m.pending); n > 0 && txid <= m.pending[n-1].txid {
 		panic(fmt.Sprintf("spacemap: Begin(%d) after txn %d committed frees", txid, m.pending[n-1].txid))
 	}
+	allocs := m.tx.allocs[:0]
+	if allocs == nil {
+		// The last Commit handed its log to the chain; Seal may have
+		// given one back.
+		allocs, m.spareAllocs = m.spareAllocs, nil
+	}
 	m.tx = txState{
 		active:    true,
 		txid:      txid,
 		hwm:       m.hwm,
 		freePages: m.freePages,
 		firstFree: m.firstFree,
-		allocs:    m.tx.allocs[:0],
+		allocs:    allocs,
 		freed:     m.tx.freed[:0],
 		dirtied:   m.tx.dirtied[:0],
 		young:     m.tx.young[:0],
@@ -863,12 +878,22 @@ func nextSetFrom(w []uint64, pos uint64) uint64 {
 
 // Commit ends the transaction: its allocations stay, its frees become set
 // in free and pending at its txid (not allocatable until Release allows).
+// Until the next Seal, Undo can still take it back.
 func (m *Map) Commit() {
 	m.mustTx("Commit")
+	rec := committedTx{
+		txid:      m.tx.txid,
+		hwm:       m.tx.hwm,
+		freePages: m.tx.freePages,
+		firstFree: m.tx.firstFree,
+		allocs:    m.tx.allocs,
+		shrink:    m.tx.shrink,
+	}
 	if len(m.tx.young) > 0 {
 		// Young runs leave txFreed first, so the walk below sees only the
 		// others.
 		yb := youngBatch{txid: m.tx.txid, born: m.tx.youngBorn, runs: slices.Clone(m.tx.young)}
+		rec.young = yb.runs
 		for _, rn := range m.tx.young {
 			reg := m.regions[rn.id/m.rp]
 			s := rn.id - reg.idx*m.rp
@@ -917,7 +942,11 @@ func (m *Map) Commit() {
 		m.freePages += m.tx.freedPages
 		m.pendingPages += m.tx.freedPages
 		m.pending = append(m.pending, b)
+		rec.batch = true
 	}
+	m.chain = append(m.chain, rec)
+	// The log now belongs to the chain.
+	m.tx.allocs = nil
 	m.endTx()
 }
 
@@ -933,9 +962,8 @@ func (m *Map) endTx() {
 // made dirty are clean again, and its frees are dropped.
 //
 // Outside a transaction (after Commit) it does nothing, so a caller whose
-// commit fails after Commit, and which latches the database, may still run
-// its ordinary rollback path. Its committed changes stay: the Map is
-// discarded with the latched database anyway.
+// commit fails after Commit may still run its ordinary rollback path; a
+// committed transaction is taken back by Undo.
 func (m *Map) Rollback() {
 	if !m.tx.active {
 		return
@@ -953,27 +981,7 @@ func (m *Map) Rollback() {
 		reg.nfree += a.n
 		m.addAllocatable(reg, start, a.n)
 	}
-	count0 := (m.tx.hwm + m.rp - 1) / m.rp
-	for r := count0; r < m.regionCount(); r++ {
-		delete(m.regions, r)
-		delete(m.dirty, r)
-	}
-	if m.hwm > m.tx.hwm && m.tx.hwm%m.rp != 0 {
-		// The old last region's tail may have become free when a run
-		// crossed into a new region; above the restored HWM it must be
-		// clear again. (Allocations from it were undone just above.)
-		if reg := m.regions[count0-1]; reg != nil {
-			from := m.tx.hwm - reg.idx*m.rp
-			k := countRange(reg.free, from, m.rp-from)
-			ka := countRange(reg.alloc, from, m.rp-from)
-			clearRange(reg.free, from, m.rp-from)
-			clearRange(reg.alloc, from, m.rp-from)
-			reg.allocChanged(from, m.rp-from)
-			reg.nfree -= k
-			reg.nalloc -= ka
-		}
-	}
-	m.hwm = m.tx.hwm
+	m.shrinkHWMTo(m.tx.hwm)
 	for _, reg := range m.tx.freed {
 		if reg.txHi > 0 {
 			clearRange(reg.txFreed, reg.txLo, reg.txHi-reg.txLo)
@@ -991,6 +999,32 @@ func (m *Map) Rollback() {
 	m.freePages = m.tx.freePages
 	m.firstFree = min(m.firstFree, m.tx.firstFree)
 	m.endTx()
+}
+
+// shrinkHWMTo takes back the growth of a transaction that began at HWM
+// hwm, once its allocations from free space are taken back: the regions it
+// created go, and the tail of the old last region, which became free when
+// a run crossed into a new region, is clear again above hwm. It does not
+// touch freePages, which the caller restores.
+func (m *Map) shrinkHWMTo(hwm uint64) {
+	count0 := (hwm + m.rp - 1) / m.rp
+	for r := count0; r < m.regionCount(); r++ {
+		delete(m.regions, r)
+		delete(m.dirty, r)
+	}
+	if m.hwm > hwm && hwm%m.rp != 0 {
+		if reg := m.regions[count0-1]; reg != nil {
+			from := hwm - reg.idx*m.rp
+			k := countRange(reg.free, from, m.rp-from)
+			ka := countRange(reg.alloc, from, m.rp-from)
+			clearRange(reg.free, from, m.rp-from)
+			clearRange(reg.alloc, from, m.rp-from)
+			reg.allocChanged(from, m.rp-from)
+			reg.nfree -= k
+			reg.nalloc -= ka
+		}
+	}
+	m.hwm = hwm
 }
 
 // Release makes allocatable every pending run freed at a txid N with
@@ -1062,7 +1096,6 @@ func (m *Map) PrepareSync(txid uint64) SyncImage {
 		panic("spacemap: PrepareSync while an earlier sync point is in flight")
 	}
 	m.syncing = true
-	m.prepared = max(m.prepared, txid)
 	count := m.regionCount()
 	img := SyncImage{
 		Txid:        txid,
@@ -1072,7 +1105,9 @@ func (m *Map) PrepareSync(txid uint64) SyncImage {
 		Changed:     make([]byte, (count+7)/8),
 		FreePages:   m.freePages,
 		gen:         m.gen,
+		prepared:    m.prepared,
 	}
+	m.prepared = max(m.prepared, txid)
 	// The copy keeps the steady slot of every region still counted; after
 	// a ShrinkTo the steady selector may be longer, and its bits of regions
 	// past the count are cleared (a meta has none).
@@ -1213,7 +1248,7 @@ func appendDiffRuns(delta []page.DeltaRun, free, disk []uint64, base uint64, sto
 // become their regions' disk bitmaps, and regions not changed since
 // PrepareSync whose free set now equals their map are clean. If the flush
 // fails the caller latches the database and discards the Map, so there is
-// nothing to undo.
+// nothing to undo; if writing the image fails, AbortSync takes it back.
 func (m *Map) SyncDone(img SyncImage) {
 	m.syncing = false
 	m.steadySel = slices.Clone(img.Selector)

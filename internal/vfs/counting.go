@@ -58,6 +58,21 @@ func (c *CountingFS) OpenFile(name string, flag int, perm os.FileMode) (File, er
 // Remove removes a file of the wrapped FS.
 func (c *CountingFS) Remove(name string) error { return c.fs.Remove(name) }
 
+// Rename renames in the wrapped FS.
+func (c *CountingFS) Rename(oldname, newname string) error { return c.fs.Rename(oldname, newname) }
+
+// Link links in the wrapped FS.
+func (c *CountingFS) Link(oldname, newname string) error { return c.fs.Link(oldname, newname) }
+
+// SyncDir flushes a directory of the wrapped FS.
+func (c *CountingFS) SyncDir(dir string) error { return c.fs.SyncDir(dir) }
+
+// SameFile asks the wrapped FS.
+func (c *CountingFS) SameFile(f File, name string) (bool, error) { return c.fs.SameFile(f, name) }
+
+// FreeSpace asks the wrapped FS.
+func (c *CountingFS) FreeSpace(dir string) (int64, error) { return c.fs.FreeSpace(dir) }
+
 // Snapshot returns the current counts.
 func (c *CountingFS) Snapshot() Counts {
 	return Counts{
@@ -89,6 +104,9 @@ type countingFile struct {
 	File
 	c *counters
 }
+
+// Unwrap returns the counted file.
+func (f *countingFile) Unwrap() File { return f.File }
 
 // ReadAt counts a read call and the bytes it returned.
 func (f *countingFile) ReadAt(p []byte, off int64) (int, error) {

@@ -23,8 +23,17 @@ import (
 //     anything durable (that is macOS's F_BARRIERFSYNC; see
 //     CrashOptions.BarrierDurable for platforms where it is a full flush).
 //
-// Directory operations are not simulated: a created file exists after a
-// crash (empty until synced) and a removed one does not.
+// Directory operations — creating a file, Remove, Rename, Link — are
+// journaled too, until SyncDir makes them durable: a crash keeps the durable
+// directory plus a prefix of the operations issued since, in order, and
+// loses the rest. A file whose creation is lost is gone with its bytes; a
+// lost rename leaves the old name; a rename that survives is whole (the
+// new name names the renamed file). That is what Linux's journaling file
+// systems give (docs/design.md §11.3): ext4 and XFS commit metadata
+// operations to their journal in order, each rename atomically, and only
+// a flush of the directory (or of the journal) promises that a given one
+// survives. A file's bytes and its name are independent: an fsync of the
+// file does not make its name durable, nor SyncDir its bytes.
 //
 // The live FS keeps working after Crash, so one run can be crashed at many
 // points. Crash states are built from a snapshot and share nothing with it.
@@ -76,37 +85,92 @@ func (c *CrashFS) Crash(rng *rand.Rand, opts CrashOptions) *CrashFS {
 	if opts.SectorSize <= 0 {
 		opts.SectorSize = 512
 	}
-	return c.rebuild(func(n *memNode) []byte { return n.crashImage(rng, opts) })
+	c.mu.Lock()
+	keep := 0
+	if len(c.dirOps) > 0 {
+		// Drawn only when there is a choice, so that seeds of crashes
+		// without pending directory operations replay as before.
+		keep = rng.IntN(len(c.dirOps) + 1)
+	}
+	c.mu.Unlock()
+	return c.rebuild(keep, func(n *memNode) []byte { return n.crashImage(rng, opts) })
 }
 
 // CrashKeepNone returns a new CrashFS in which every file holds only its
-// durable image: every unsynced write and truncate was lost.
+// durable image and the directory only its durable names: every unsynced
+// write, truncate and directory operation was lost.
 func (c *CrashFS) CrashKeepNone() *CrashFS {
-	return c.rebuild(func(n *memNode) []byte { return slices.Clone(n.durable) })
+	return c.rebuild(0, func(n *memNode) []byte { return slices.Clone(n.durable) })
 }
 
 // CrashKeepAll returns a new CrashFS in which every file holds its current
-// contents: every unsynced write and truncate reached the disk intact.
+// contents under its current names: every unsynced write, truncate and
+// directory operation reached the disk intact.
 func (c *CrashFS) CrashKeepAll() *CrashFS {
-	return c.rebuild(func(n *memNode) []byte { return slices.Clone(n.buf) })
+	return c.rebuild(-1, func(n *memNode) []byte { return slices.Clone(n.buf) })
 }
 
-// rebuild makes a fresh CrashFS whose files hold image(node), durably.
-func (c *CrashFS) rebuild(image func(n *memNode) []byte) *CrashFS {
+// CrashDirOps returns how many directory operations are not yet durable:
+// a crash keeps a prefix of them (0 to this many), CrashKeeping says which.
+func (c *CrashFS) CrashDirOps() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.dirOps)
+}
+
+// CrashKeeping returns a new CrashFS in which the first keepDirOps pending
+// directory operations survived (see CrashDirOps) and every file holds its
+// durable image with each unsynced write and truncate applied per opts and
+// rng, as in Crash. Tests enumerate keepDirOps to cover every directory
+// state a crash may leave.
+func (c *CrashFS) CrashKeeping(keepDirOps int, rng *rand.Rand, opts CrashOptions) *CrashFS {
+	if rng == nil {
+		rng = rand.New(rand.NewPCG(0, 0))
+	}
+	if opts.SectorSize <= 0 {
+		opts.SectorSize = 512
+	}
+	return c.rebuild(keepDirOps, func(n *memNode) []byte { return n.crashImage(rng, opts) })
+}
+
+// rebuild makes a fresh CrashFS whose directory is the durable one with the
+// first keep pending directory operations applied (all of them if keep is
+// negative or too large), and whose files hold image(node), durably. A file
+// with several names (Link) stays one file.
+func (c *CrashFS) rebuild(keep int, image func(n *memNode) []byte) *CrashFS {
+	c.mu.Lock()
+	names := make(map[string]*memNode, len(c.durableNames))
+	for name, n := range c.durableNames {
+		names[name] = n
+	}
+	if keep < 0 || keep > len(c.dirOps) {
+		keep = len(c.dirOps)
+	}
+	for _, op := range c.dirOps[:keep] {
+		op.apply(names)
+	}
+	c.mu.Unlock()
 	// Files are visited in name order so that a seeded rng gives the same
 	// crash every time.
-	names := c.Names()
-	slices.Sort(names)
+	sorted := make([]string, 0, len(names))
+	for name := range names {
+		sorted = append(sorted, name)
+	}
+	slices.Sort(sorted)
 	out := NewCrashable()
-	for _, name := range names {
-		n := c.node(name)
-		if n == nil {
-			continue // removed since Names
+	made := make(map[*memNode]*memNode)
+	for _, name := range sorted {
+		n := names[name]
+		m, ok := made[n]
+		if !ok {
+			n.mu.RLock()
+			img := image(n)
+			n.mu.RUnlock()
+			m = &memNode{journal: true, buf: img, durable: slices.Clone(img)}
+			made[n] = m
 		}
-		n.mu.RLock()
-		img := image(n)
-		n.mu.RUnlock()
-		out.files[name] = &memNode{journal: true, buf: img, durable: slices.Clone(img)}
+		out.files[name] = m
+		out.durableNames[name] = m
 	}
 	return out
 }

@@ -6,10 +6,22 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
 func seeded(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x5eed)) }
+
+// mustCreate creates a file and makes its name durable, for tests of what
+// a crash does to a file's bytes.
+func mustCreate(t *testing.T, fs FS, name string) File {
+	t.Helper()
+	f := mustOpen(t, fs, name, rwCreate)
+	if err := fs.SyncDir(filepath.Dir(name)); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
 
 func readAll(t *testing.T, fs *CrashFS, name string) []byte {
 	t.Helper()
@@ -22,7 +34,7 @@ func readAll(t *testing.T, fs *CrashFS, name string) []byte {
 
 func TestCrashSyncedWriteSurvives(t *testing.T) {
 	fs := NewCrashable()
-	f := mustOpen(t, fs, "db", rwCreate)
+	f := mustCreate(t, fs, "db")
 	synced := bytes.Repeat([]byte("S"), 3000)
 	if _, err := f.WriteAt(synced, 0); err != nil {
 		t.Fatal(err)
@@ -52,7 +64,7 @@ func TestCrashSyncedWriteSurvives(t *testing.T) {
 
 func TestCrashUnsyncedWriteMayOrMayNotSurvive(t *testing.T) {
 	fs := NewCrashable()
-	f := mustOpen(t, fs, "db", rwCreate)
+	f := mustCreate(t, fs, "db")
 	if _, err := f.WriteAt([]byte("old!"), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +95,7 @@ func TestCrashUnsyncedWriteMayOrMayNotSurvive(t *testing.T) {
 func TestCrashTornWritesAreSectorGranular(t *testing.T) {
 	const sector = 512
 	fs := NewCrashable()
-	f := mustOpen(t, fs, "db", rwCreate)
+	f := mustCreate(t, fs, "db")
 	old := bytes.Repeat([]byte{0xAA}, 10*sector)
 	if _, err := f.WriteAt(old, 0); err != nil {
 		t.Fatal(err)
@@ -133,7 +145,7 @@ func TestCrashTornWritesAreSectorGranular(t *testing.T) {
 
 func TestCrashTornExtendingWrite(t *testing.T) {
 	fs := NewCrashable()
-	f := mustOpen(t, fs, "db", rwCreate)
+	f := mustCreate(t, fs, "db")
 	if _, err := f.WriteAt(bytes.Repeat([]byte{1}, 2048), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +165,7 @@ func TestCrashTornExtendingWrite(t *testing.T) {
 func TestCrashDeterministic(t *testing.T) {
 	fs := NewCrashable()
 	for _, name := range []string{"a", "b", "c"} {
-		f := mustOpen(t, fs, name, rwCreate)
+		f := mustCreate(t, fs, name)
 		for i := 0; i < 20; i++ {
 			if _, err := f.WriteAt(bytes.Repeat([]byte{byte(i)}, 700), int64(i*300)); err != nil {
 				t.Fatal(err)
@@ -185,7 +197,7 @@ func TestCrashDeterministic(t *testing.T) {
 
 func TestCrashTruncate(t *testing.T) {
 	fs := NewCrashable()
-	f := mustOpen(t, fs, "db", rwCreate)
+	f := mustCreate(t, fs, "db")
 	if err := f.Truncate(8192); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +226,7 @@ func TestCrashTruncate(t *testing.T) {
 // a barrier survives unless everything written before it survived intact.
 func TestCrashBarrierOrders(t *testing.T) {
 	fs := NewCrashable()
-	f := mustOpen(t, fs, "db", rwCreate)
+	f := mustCreate(t, fs, "db")
 	before := bytes.Repeat([]byte{0xB0}, 4*1024)
 	for i := 0; i < 4; i++ {
 		if _, err := f.WriteAt(before[:1024], int64(i*1024)); err != nil {
@@ -260,7 +272,7 @@ func TestCrashBarrierOrders(t *testing.T) {
 
 func TestCrashSyncCoversEveryOpen(t *testing.T) {
 	fs := NewCrashable()
-	a := mustOpen(t, fs, "db", rwCreate)
+	a := mustCreate(t, fs, "db")
 	b := mustOpen(t, fs, "db", os.O_RDWR)
 	if _, err := a.WriteAt([]byte("via a"), 0); err != nil {
 		t.Fatal(err)
@@ -276,14 +288,14 @@ func TestCrashSyncCoversEveryOpen(t *testing.T) {
 
 func TestCrashResultIsIndependent(t *testing.T) {
 	fs := NewCrashable()
-	f := mustOpen(t, fs, "db", rwCreate)
+	f := mustCreate(t, fs, "db")
 	if err := f.TryLock(true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.WriteAt([]byte("live"), 0); err != nil {
 		t.Fatal(err)
 	}
-	mustOpen(t, fs, "never-synced", rwCreate)
+	mustOpen(t, fs, "never-synced", rwCreate) // its name is never synced
 
 	c := fs.CrashKeepAll()
 	// The crashed FS starts with no open files, so no locks.
@@ -308,9 +320,13 @@ func TestCrashResultIsIndependent(t *testing.T) {
 	if got := string(readAll(t, c, "db")); got != "XXXX" {
 		t.Fatalf("crashed FS holds %q", got)
 	}
-	// A created but never synced file exists, empty, after KeepNone.
-	if got, err := fs.CrashKeepNone().ReadFile("never-synced"); err != nil || len(got) != 0 {
-		t.Fatalf("never-synced file after crash: %q, %v", got, err)
+	// A file whose name was never synced is gone after KeepNone, and
+	// exists, empty, after KeepAll.
+	if _, err := fs.CrashKeepNone().ReadFile("never-synced"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("never-synced file after a crash that kept nothing: %v", err)
+	}
+	if got, err := fs.CrashKeepAll().ReadFile("never-synced"); err != nil || len(got) != 0 {
+		t.Fatalf("never-synced file after a crash that kept everything: %q, %v", got, err)
 	}
 	// A removed file is gone.
 	if err := fs.Remove("never-synced"); err != nil {
@@ -323,7 +339,7 @@ func TestCrashResultIsIndependent(t *testing.T) {
 
 func TestCrashNilRNGAndDefaults(t *testing.T) {
 	fs := NewCrashable()
-	f := mustOpen(t, fs, "db", rwCreate)
+	f := mustCreate(t, fs, "db")
 	if _, err := f.WriteAt(bytes.Repeat([]byte{1}, 5000), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +352,7 @@ func TestCrashNilRNGAndDefaults(t *testing.T) {
 
 func TestCrashHugeSectorSize(t *testing.T) {
 	fs := NewCrashable()
-	f := mustOpen(t, fs, "db", rwCreate)
+	f := mustCreate(t, fs, "db")
 	if _, err := f.WriteAt(bytes.Repeat([]byte{1}, 3000), 100); err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 )
 
 // FaultyFS wraps an FS and makes chosen operations fail, to test how rivet
-// handles I/O errors (a failed write or flush must latch the DB, never be
-// retried or ignored).
+// handles I/O errors (a failed write must roll its commit back and a failed
+// flush latch the DB; neither may be ignored, and a flush never retried).
 //
 // Arm a Fault to fail the Nth matching call counted from the moment it is
 // armed, once or from then on. Faults apply to every file opened through the
@@ -36,6 +36,12 @@ const (
 	OpWrite
 	OpSync
 	OpTruncate
+	// OpRename, OpLink and OpSyncDir are the FS's directory operations;
+	// a Fault's Name matches the new name (Rename, Link) or the directory
+	// (SyncDir).
+	OpRename
+	OpLink
+	OpSyncDir
 )
 
 // String returns the operation's method name.
@@ -49,6 +55,12 @@ func (op Op) String() string {
 		return "Sync"
 	case OpTruncate:
 		return "Truncate"
+	case OpRename:
+		return "Rename"
+	case OpLink:
+		return "Link"
+	case OpSyncDir:
+		return "SyncDir"
 	}
 	return fmt.Sprintf("Op(%d)", uint8(op))
 }
@@ -121,6 +133,37 @@ func (f *FaultyFS) OpenFile(name string, flag int, perm os.FileMode) (File, erro
 // Remove removes a file of the wrapped FS.
 func (f *FaultyFS) Remove(name string) error { return f.fs.Remove(name) }
 
+// Rename renames in the wrapped FS, unless an OpRename fault fires.
+func (f *FaultyFS) Rename(oldname, newname string) error {
+	if _, err := f.check(OpRename, newname); err != nil {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
+	}
+	return f.fs.Rename(oldname, newname)
+}
+
+// Link links in the wrapped FS, unless an OpLink fault fires.
+func (f *FaultyFS) Link(oldname, newname string) error {
+	if _, err := f.check(OpLink, newname); err != nil {
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: err}
+	}
+	return f.fs.Link(oldname, newname)
+}
+
+// SyncDir flushes a directory of the wrapped FS, unless an OpSyncDir fault
+// fires.
+func (f *FaultyFS) SyncDir(dir string) error {
+	if _, err := f.check(OpSyncDir, dir); err != nil {
+		return &os.PathError{Op: "syncdir", Path: dir, Err: err}
+	}
+	return f.fs.SyncDir(dir)
+}
+
+// SameFile asks the wrapped FS.
+func (f *FaultyFS) SameFile(file File, name string) (bool, error) { return f.fs.SameFile(file, name) }
+
+// FreeSpace asks the wrapped FS.
+func (f *FaultyFS) FreeSpace(dir string) (int64, error) { return f.fs.FreeSpace(dir) }
+
 // check counts a call of op on the named file against the armed faults. It
 // returns, for a write, how many bytes to let through first, and the error
 // to inject (nil for none).
@@ -164,6 +207,9 @@ type faultyFile struct {
 	File
 	fs *FaultyFS
 }
+
+// Unwrap returns the file the faults are injected in front of.
+func (f *faultyFile) Unwrap() File { return f.File }
 
 // ReadAt fails if an OpRead fault fires, without reading.
 func (f *faultyFile) ReadAt(p []byte, off int64) (int, error) {

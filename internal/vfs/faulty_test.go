@@ -123,6 +123,9 @@ func TestFaultyFailedSyncIsNotDurable(t *testing.T) {
 	if err := f.Sync(SyncData); err != nil {
 		t.Fatal(err)
 	}
+	if err := fs.SyncDir("."); err != nil {
+		t.Fatal(err)
+	}
 	fs.Arm(Fault{Op: OpSync})
 	if _, err := f.WriteAt([]byte("second"), 0); err != nil {
 		t.Fatal(err)

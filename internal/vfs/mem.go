@@ -2,8 +2,10 @@ package vfs
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -44,12 +46,78 @@ type MemFS struct {
 	mu    sync.Mutex
 	files map[string]*memNode
 	// journal makes every node keep a durable image and the operations since
-	// the last Sync; it is set for the MemFS inside a CrashFS.
+	// the last Sync, and the FS keep its durable names and the directory
+	// operations since they were synced; it is set for the MemFS inside a
+	// CrashFS.
 	journal bool
+	// durableNames is the directory as a crash would find it if every
+	// operation in dirOps were lost. Guarded by mu; journal only.
+	durableNames map[string]*memNode
+	// dirOps lists the creations, removals, renames and links not yet made
+	// durable by SyncDir, in issue order. Invariant: applying dirOps to
+	// durableNames yields files. Guarded by mu; journal only.
+	dirOps []dirOp
+	// free is what FreeSpace reports; negative: unknown (the default).
+	free int64
 }
 
 // NewMem returns an empty in-memory FS.
-func NewMem() *MemFS { return &MemFS{files: make(map[string]*memNode)} }
+func NewMem() *MemFS {
+	return &MemFS{files: make(map[string]*memNode), durableNames: make(map[string]*memNode), free: -1}
+}
+
+// dirOpKind is the kind of a journaled directory operation.
+type dirOpKind uint8
+
+const (
+	dirCreate dirOpKind = iota + 1
+	dirRemove
+	dirRename
+	dirLink
+)
+
+// dirOp is one directory operation: create name (as node), remove name,
+// rename name to target, or link target to name's file.
+type dirOp struct {
+	kind   dirOpKind
+	name   string
+	target string
+	node   *memNode
+}
+
+// apply performs op on a directory (name -> file).
+func (op dirOp) apply(names map[string]*memNode) {
+	switch op.kind {
+	case dirCreate:
+		names[op.name] = op.node
+	case dirRemove:
+		delete(names, op.name)
+	case dirRename:
+		if n, ok := names[op.name]; ok {
+			delete(names, op.name)
+			names[op.target] = n
+		}
+	case dirLink:
+		if n, ok := names[op.name]; ok {
+			names[op.target] = n
+		}
+	}
+}
+
+// inDir reports whether op changes a name in dir.
+func (op dirOp) inDir(dir string) bool {
+	if filepath.Dir(op.name) == dir {
+		return true
+	}
+	return op.target != "" && filepath.Dir(op.target) == dir
+}
+
+// logDirOp journals op. Callers hold fs.mu.
+func (fs *MemFS) logDirOp(op dirOp) {
+	if fs.journal {
+		fs.dirOps = append(fs.dirOps, op)
+	}
+}
 
 // OpenFile opens the named file. It honours os.O_CREATE, os.O_EXCL,
 // os.O_TRUNC and the access mode (os.O_RDONLY, os.O_WRONLY, os.O_RDWR);
@@ -68,6 +136,7 @@ func (fs *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error)
 	case !ok:
 		n = &memNode{journal: fs.journal}
 		fs.files[name] = n
+		fs.logDirOp(dirOp{kind: dirCreate, name: name, node: n})
 	}
 	fs.mu.Unlock()
 
@@ -92,7 +161,94 @@ func (fs *MemFS) Remove(name string) error {
 		return &os.PathError{Op: "remove", Path: name, Err: os.ErrNotExist}
 	}
 	delete(fs.files, name)
+	fs.logDirOp(dirOp{kind: dirRemove, name: name})
 	return nil
+}
+
+// Rename renames oldname to newname, replacing newname atomically. Errors
+// are *os.LinkError wrapping os.ErrNotExist, like the os package's.
+func (fs *MemFS) Rename(oldname, newname string) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	n, ok := fs.files[oldname]
+	if !ok {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: os.ErrNotExist}
+	}
+	if oldname == newname {
+		return nil
+	}
+	delete(fs.files, oldname)
+	fs.files[newname] = n
+	fs.logDirOp(dirOp{kind: dirRename, name: oldname, target: newname})
+	return nil
+}
+
+// Link gives oldname's file the second name newname. Errors are
+// *os.LinkError wrapping os.ErrNotExist or os.ErrExist.
+func (fs *MemFS) Link(oldname, newname string) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	n, ok := fs.files[oldname]
+	if !ok {
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: os.ErrNotExist}
+	}
+	if _, exists := fs.files[newname]; exists {
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: os.ErrExist}
+	}
+	fs.files[newname] = n
+	fs.logDirOp(dirOp{kind: dirLink, name: oldname, target: newname})
+	return nil
+}
+
+// SyncDir makes durable every directory operation issued so far up to the
+// last one on a name in dir (the ones before it too: a journaling file
+// system commits its metadata in order, docs/design.md §11.3).
+func (fs *MemFS) SyncDir(dir string) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	dir = filepath.Clean(dir)
+	last := -1
+	for i, op := range fs.dirOps {
+		if op.inDir(dir) {
+			last = i
+		}
+	}
+	for _, op := range fs.dirOps[:last+1] {
+		op.apply(fs.durableNames)
+	}
+	fs.dirOps = append(fs.dirOps[:0], fs.dirOps[last+1:]...)
+	return nil
+}
+
+// SameFile reports whether name names the file f (a MemFS file, under any
+// wrappers) is open on.
+func (fs *MemFS) SameFile(f File, name string) (bool, error) {
+	m, ok := unwrap(f).(*memFile)
+	if !ok {
+		return false, fmt.Errorf("vfs: SameFile of a %T, not a MemFS file", f)
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.files[name] == m.node, nil
+}
+
+// FreeSpace returns what SetFreeSpace set; by default the space is
+// unknown (errors.ErrUnsupported).
+func (fs *MemFS) FreeSpace(string) (int64, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.free < 0 {
+		return 0, errors.ErrUnsupported
+	}
+	return fs.free, nil
+}
+
+// SetFreeSpace sets what FreeSpace reports (negative: unknown). It limits
+// nothing: writes still succeed.
+func (fs *MemFS) SetFreeSpace(n int64) {
+	fs.mu.Lock()
+	fs.free = n
+	fs.mu.Unlock()
 }
 
 // node returns the named file's node, or nil.

@@ -54,6 +54,21 @@ func (o *openerFS) OpenFile(name string, flag int, perm os.FileMode) (File, erro
 // Remove removes a file with os.Remove.
 func (o *openerFS) Remove(name string) error { return os.Remove(name) }
 
+// Rename renames with os.Rename.
+func (o *openerFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+
+// Link links with os.Link.
+func (o *openerFS) Link(oldname, newname string) error { return os.Link(oldname, newname) }
+
+// SyncDir flushes the directory (syncDir).
+func (o *openerFS) SyncDir(dir string) error { return syncDir(dir) }
+
+// SameFile compares f's inode with name's (sameFile).
+func (o *openerFS) SameFile(f File, name string) (bool, error) { return sameFile(f, name) }
+
+// FreeSpace asks the file system (freeSpace).
+func (o *openerFS) FreeSpace(dir string) (int64, error) { return freeSpace(dir) }
+
 // OpenFile opens a file with os.OpenFile.
 func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	f, err := os.OpenFile(name, flag, perm)
@@ -65,6 +80,42 @@ func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 
 // Remove removes a file with os.Remove.
 func (osFS) Remove(name string) error { return os.Remove(name) }
+
+// Rename renames with os.Rename.
+func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+
+// Link links with os.Link.
+func (osFS) Link(oldname, newname string) error { return os.Link(oldname, newname) }
+
+// SyncDir flushes the directory (syncDir).
+func (osFS) SyncDir(dir string) error { return syncDir(dir) }
+
+// SameFile compares f's inode with name's (sameFile).
+func (osFS) SameFile(f File, name string) (bool, error) { return sameFile(f, name) }
+
+// FreeSpace asks the file system (freeSpace).
+func (osFS) FreeSpace(dir string) (int64, error) { return freeSpace(dir) }
+
+// sameFile reports whether name is the inode f, an OS file (under any
+// wrappers), is open on.
+func sameFile(f File, name string) (bool, error) {
+	o, ok := unwrap(f).(*osFile)
+	if !ok {
+		return false, fmt.Errorf("vfs: SameFile of a %T, not an OS file", f)
+	}
+	fi, err := o.f.Stat()
+	if err != nil {
+		return false, err
+	}
+	ni, err := os.Stat(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(fi, ni), nil
+}
 
 // osFile adapts *os.File to File. The platform-specific parts (syncFile,
 // lockFile, unlockFile, mapFile) live in build-tagged files.

@@ -35,12 +35,56 @@ const (
 	SyncBarrier
 )
 
-// FS opens and removes files.
+// FS opens files and changes the names in directories.
+//
+// Directory operations (creating a file, Remove, Rename, Link) are durable
+// only once SyncDir of the directory returned: before that a crash may
+// lose them (CrashFS simulates that; docs/design.md §11.3 says what Linux
+// file systems guarantee).
 type FS interface {
 	// OpenFile opens the named file with os.OpenFile semantics.
 	OpenFile(name string, flag int, perm os.FileMode) (File, error)
 	// Remove deletes the named file.
 	Remove(name string) error
+	// Rename renames oldname to newname, replacing newname if it exists,
+	// atomically (rename(2)): newname names the old file or the new one,
+	// never neither.
+	Rename(oldname, newname string) error
+	// Link gives the file oldname the second name newname (link(2)). It
+	// fails with an error matching os.ErrExist if newname exists; file
+	// systems without hard links fail otherwise.
+	Link(oldname, newname string) error
+	// SyncDir makes the directory operations issued so far on names in
+	// dir durable (fsync of the directory). Where a platform or file
+	// system cannot flush a directory it does nothing and returns nil.
+	SyncDir(dir string) error
+	// SameFile reports whether name names the file f is open on (the
+	// same inode, not merely equal bytes). A missing name is false with
+	// no error.
+	SameFile(f File, name string) (bool, error)
+	// FreeSpace returns the bytes the file system holding dir can still
+	// give this process, or an error matching errors.ErrUnsupported where
+	// that is not known.
+	FreeSpace(dir string) (int64, error)
+}
+
+// Unwrapper is implemented by files that wrap another File (counting,
+// fault-injecting and test wrappers), so that FS.SameFile can find the file
+// underneath.
+type Unwrapper interface {
+	Unwrap() File
+}
+
+// unwrap returns the innermost File under any Unwrapper wrappers.
+func unwrap(f File) File {
+	for i := 0; i < 64; i++ {
+		u, ok := f.(Unwrapper)
+		if !ok {
+			break
+		}
+		f = u.Unwrap()
+	}
+	return f
 }
 
 // File is an open file.

@@ -34,7 +34,7 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("rivet-bench", flag.ContinueOnError)
 	preset := fs.String("preset", "full", "sizes to start from: tiny, demo or full (flags below override)")
-	workloads := fs.String("workloads", "", "comma-separated workloads (default all): "+strings.Join(bench.WorkloadNames(), ", "))
+	workloads := fs.String("workloads", "", "comma-separated workloads (default all but "+strings.Join(bench.OnlyWhenNamedWorkloads(), " and ")+"): "+strings.Join(bench.WorkloadNames(), ", "))
 	engines := fs.String("engines", "", "comma-separated engines (default all but the durability variants "+strings.Join(variants(), ", ")+"): "+strings.Join(bench.EngineNames(), ", "))
 	var size bench.Size
 	fs.Var(&size, "size", "file size the fragmented workload grows to, e.g. 256MiB, 1GiB (default from preset)")
@@ -45,6 +45,7 @@ func run(args []string) error {
 	duration := fs.Duration("duration", 0, "time cap of the commit loops; concurrent-durable runs each setting, and mode-latency its loop, for a quarter of it (default from preset)")
 	openSizes := fs.String("open-sizes", "", "comma-separated file sizes of open-scaling, e.g. 16MiB,1GiB,4GiB (default from preset)")
 	slasher := fs.Int("slasher-keys", 0, "keys batch-slasher spreads over its 4 buckets (default from preset)")
+	valueSizes := fs.String("value-sizes", "", "comma-separated value sizes of large-value, e.g. 300MiB,1GiB (default from preset)")
 	runs := fs.Int("runs", 0, "repetitions; medians are over runs (default from preset)")
 	dir := fs.String("dir", "", "directory for the databases (default the OS temp dir); files are removed afterwards")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of a table")
@@ -75,6 +76,16 @@ func run(args []string) error {
 					return
 				}
 				cfg.OpenSizes = append(cfg.OpenSizes, z)
+			}
+		case "value-sizes":
+			cfg.ValueSizes = nil
+			for _, s := range bench.SplitList(*valueSizes) {
+				z, err := bench.ParseSize(s)
+				if err != nil {
+					visitErr = err
+					return
+				}
+				cfg.ValueSizes = append(cfg.ValueSizes, z)
 			}
 		case "slasher-keys":
 			cfg.SlasherKeys = *slasher
