@@ -118,9 +118,7 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 	runs := appendPagerRuns(db.pagerRuns[:0], tx.env.Runs[tx.env.EarlyWritten:])
 	db.pagerRuns = runs
 	db.head = head
-	db.mu.Lock()
-	db.stats.Commits++
-	db.mu.Unlock()
+	db.commits.Add(1)
 	// A lazy transaction (a compaction step) is committed as in None
 	// mode whatever the durability: it changes where data lives, not what
 	// it is, so losing it in a crash loses nothing, and the next sync
@@ -165,8 +163,8 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 	if !syncs {
 		// Periodic and None: readers see the transaction as soon as its
 		// pages are written (not before: a reader would read stale pages).
+		db.readers.Publish(head)
 		db.mu.Lock()
-		db.cur = head
 		db.spaceStats = stats
 		db.mu.Unlock()
 	}

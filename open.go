@@ -59,13 +59,11 @@ func openFS(fs vfs.FS, path string, mode os.FileMode, options *Options) (*DB, er
 		MaxBatchSize:   DefaultMaxBatchSize,
 		MaxBatchDelay:  DefaultMaxBatchDelay,
 		AllocSize:      DefaultAllocSize,
-		readers:        make(map[uint64]*readerSlot),
 		logger:         opts.Logger,
 	}
 	if db.logger == nil {
 		db.logger = discardLogger{}
 	}
-	db.readersGone = sync.NewCond(&db.mu)
 	db.syncCond = sync.NewCond(&db.syncMu)
 
 	flag := os.O_RDWR | os.O_CREATE
@@ -215,7 +213,7 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	}
 	space.SetLocalitySlack(db.opts.LocalitySlack)
 	db.space = space
-	db.cur = meta
+	db.readers.Open(meta)
 	db.head = meta
 	db.durable = meta.Txid
 	db.steadySlot = slot

@@ -144,13 +144,12 @@ func (db *DB) finishSync(job *syncJob) error {
 		h.afterDurable()
 	}
 
+	// In Full and Barrier mode this is where readers first see the
+	// transactions of this sync point; in the others they saw them at
+	// commit, and this only records the selector for the stats (unless
+	// later commits are published already).
+	db.readers.Publish(job.meta)
 	db.mu.Lock()
-	if db.cur.Txid <= job.meta.Txid {
-		// In Full and Barrier mode this is where readers first see the
-		// transactions of this sync point; in the others they saw them at
-		// commit, and this only records the selector for the stats.
-		db.cur = job.meta
-	}
 	db.spaceStats = stats
 	db.mu.Unlock()
 	return nil
@@ -282,9 +281,7 @@ func (db *DB) writeCleanMeta() error {
 	busy := db.syncing
 	durable, slot := db.durable, 1-db.steadySlot
 	db.syncMu.Unlock()
-	db.mu.Lock()
-	cur := db.cur
-	db.mu.Unlock()
+	cur := db.readers.Current()
 	if busy || db.head.Txid != durable || cur.Txid != durable || cur.Steady == cur.Txid {
 		return nil
 	}
