@@ -163,7 +163,7 @@ func (tx *Tx) commit() (*syncJob, int, error) {
 	if !syncs {
 		// Periodic and None: readers see the transaction as soon as its
 		// pages are written (not before: a reader would read stale pages).
-		db.readers.Publish(head)
+		db.readers.Publish(head, db.pager.Acquire())
 		db.mu.Lock()
 		db.spaceStats = stats
 		db.mu.Unlock()

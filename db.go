@@ -280,24 +280,18 @@ func (db *DB) Begin(writable bool) (*Tx, error) {
 }
 
 func (db *DB) beginRO() (*Tx, error) {
-	slot := db.readers.Enter()
+	slot, _ := db.readers.Enter()
 	if slot == nil {
 		return nil, ErrDatabaseNotOpen
 	}
-	// Invariant: the view covers the state's HWM. The writer maps the HWM
-	// before it publishes a state, and never cuts the file below the HWM
-	// of a state the reader table returns from Held (the newest, and
-	// every one a reader is counted on), so every view installed from the
-	// state's publication until its slot is retired covers it; the slot
-	// counts this reader now and cannot be retired before it leaves.
-	view := db.pager.Acquire()
-	tx := newTx(db, slot.Meta(), view, false)
+	// The slot's view covers its state (readers.Table.Publish) and stays
+	// mapped until the slot is retired, which waits for this reader.
+	tx := newTx(db, slot.Meta(), slot.View(), false)
 	tx.slot = slot
 	return tx, nil
 }
 
 func (db *DB) endRO(tx *Tx) {
-	tx.view.Release()
 	db.txStats.add(&tx.stats)
 	db.readers.Leave(tx.slot)
 }

@@ -213,7 +213,6 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	}
 	space.SetLocalitySlack(db.opts.LocalitySlack)
 	db.space = space
-	db.readers.Open(meta)
 	db.head = meta
 	db.durable = meta.Txid
 	db.steadySlot = slot
@@ -242,6 +241,8 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 			}
 		}
 	}
+	// Last, so that a failure above leaves no view held.
+	db.readers.Open(meta, db.pager.Acquire())
 	db.mu.Lock()
 	db.opened = true
 	db.mu.Unlock()

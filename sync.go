@@ -148,7 +148,7 @@ func (db *DB) finishSync(job *syncJob) error {
 	// transactions of this sync point; in the others they saw them at
 	// commit, and this only records the selector for the stats (unless
 	// later commits are published already).
-	db.readers.Publish(job.meta)
+	db.readers.Publish(job.meta, db.pager.Acquire())
 	db.mu.Lock()
 	db.spaceStats = stats
 	db.mu.Unlock()

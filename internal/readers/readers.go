@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/internal/pager"
 )
 
 // Bits of Slot.state.
@@ -50,10 +51,18 @@ type Slot struct {
 	begun atomic.Int64
 	// meta is the state itself; it never changes.
 	meta *page.Meta
+	// view is the memory map the slot's readers read the state through,
+	// held from publication until the slot is retired.
+	// Invariant: it covers meta.HWM (Publish).
+	view *pager.View
 }
 
 // Meta returns the state the slot stands for.
 func (s *Slot) Meta() *page.Meta { return s.meta }
+
+// View returns the memory map the state is read through. It stays valid
+// until the reader counted on the slot leaves; readers do not release it.
+func (s *Slot) View() *pager.View { return s.view }
 
 // Table is the reader table. The zero Table is closed: Enter returns nil
 // until Open.
@@ -75,32 +84,42 @@ type Table struct {
 	slots []*Slot
 	// ended sums begun over the slots retired so far.
 	ended int64
+
+	// BeforeCount, if set, runs in Enter between loading the newest slot
+	// and counting the reader on it: tests widen the window the retired
+	// bit closes. Set it before the first Enter.
+	BeforeCount func()
 }
 
-// Open publishes meta as the first state. Call it once, before any other
-// method but Enter.
-func (t *Table) Open(meta *page.Meta) {
+// Open publishes meta, read through view, as the first state. Call it
+// once, before any other method but Enter.
+func (t *Table) Open(meta *page.Meta, view *pager.View) {
 	t.gone.L = &t.mu
-	t.Publish(meta)
+	t.Publish(meta, view)
 }
 
 // Publish makes meta the state that read transactions begin on from now
-// on. It does nothing once Close has begun, or when the table already
-// publishes a newer state (a sync point finishing after later commits
-// were published), and reports whether it published meta.
+// on, read through view, which the table releases when no reader can
+// begin on meta or hold it any more. It does nothing but release view
+// once Close has begun, or when the table already publishes a newer
+// state (a sync point finishing after later commits were published), and
+// reports whether it published meta.
 //
-// Invariant: the caller has made the memory map cover meta.HWM, so the
-// view a reader acquires after Enter covers its state.
-func (t *Table) Publish(meta *page.Meta) bool {
+// Invariant: view covers meta.HWM: the caller acquired it after making
+// the memory map cover meta.HWM, with the file at least that long; and
+// the file is not cut below meta.HWM while meta is in Held's answer.
+func (t *Table) Publish(meta *page.Meta, view *pager.View) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closing.Load() {
+		view.Release()
 		return false
 	}
 	if c := t.cur.Load(); c != nil && c.meta.Txid > meta.Txid {
+		view.Release()
 		return false
 	}
-	s := &Slot{meta: meta}
+	s := &Slot{meta: meta, view: view}
 	t.slots = append(t.slots, s)
 	t.cur.Store(s)
 	return true
@@ -116,34 +135,38 @@ func (t *Table) Current() *page.Meta {
 }
 
 // Enter counts a new read transaction on the newest published state and
-// returns its slot, or nil once the table is closing (or before Open).
-// The caller ends the transaction with Leave(slot).
-func (t *Table) Enter() *Slot {
+// returns its slot, or nil once the table is closing (or before Open),
+// and how many read transactions began on the slot before it. The
+// caller ends the transaction with Leave(slot).
+func (t *Table) Enter() (s *Slot, before int64) {
 	for {
 		s := t.cur.Load()
 		if s == nil {
-			return nil
+			return nil, 0
 		}
-		if t.count(s) {
-			return s
+		if t.BeforeCount != nil {
+			t.BeforeCount()
+		}
+		if n, ok := t.count(s); ok {
+			return s, n
 		}
 		// Retired after we loaded it: the writer had stopped looking at
 		// s, so it is no longer the newest, or the table is closing.
 		if t.closing.Load() {
-			return nil
+			return nil, 0
 		}
 	}
 }
 
 // count counts a reader on s, which Enter loaded as the newest slot and
-// which may have been retired since, and reports whether it did.
-func (t *Table) count(s *Slot) bool {
+// which may have been retired since, and reports whether it did and how
+// many readers began on s before.
+func (t *Table) count(s *Slot) (before int64, ok bool) {
 	if s.state.Add(1)&retired == 0 {
-		s.begun.Add(1)
-		return true
+		return s.begun.Add(1) - 1, true
 	}
 	t.leave(s)
-	return false
+	return 0, false
 }
 
 // Leave ends a read transaction that Enter counted on s.
@@ -186,6 +209,7 @@ func (t *Table) Held(dst []*page.Meta) []*page.Meta {
 			kept = append(kept, s)
 		case s.state.CompareAndSwap(0, retired):
 			t.ended += s.begun.Load()
+			s.view.Release()
 		default:
 			// Counts a reader (or, while closing, is retired and
 			// still counts one): held.
@@ -236,6 +260,7 @@ func (t *Table) Close() {
 	}
 	for _, s := range t.slots {
 		t.ended += s.begun.Load()
+		s.view.Release()
 	}
 	clear(t.slots)
 	t.slots = nil

@@ -35,7 +35,7 @@ func txids(ms []*page.Meta) []uint64 {
 
 func TestZeroTableIsClosed(t *testing.T) {
 	var tb Table
-	if s := tb.Enter(); s != nil {
+	if s, _ := tb.Enter(); s != nil {
 		t.Fatalf("Enter on a table never opened returned a slot")
 	}
 	if got := tb.Held(nil); len(got) != 0 {
@@ -49,14 +49,14 @@ func TestZeroTableIsClosed(t *testing.T) {
 
 func TestHeldReturnsNewestAndHeldStates(t *testing.T) {
 	var tb Table
-	tb.Open(meta(1))
-	r1 := tb.Enter()
+	tb.Open(meta(1), nil)
+	r1, _ := tb.Enter()
 	if r1.Meta().Txid != 1 {
 		t.Fatalf("reader began on txn %d, want 1", r1.Meta().Txid)
 	}
-	tb.Publish(meta(2))
-	tb.Publish(meta(3)) // nobody begins on 2
-	r3 := tb.Enter()
+	tb.Publish(meta(2), nil)
+	tb.Publish(meta(3), nil) // nobody begins on 2
+	r3, _ := tb.Enter()
 	if got := txids(tb.Held(nil)); !slices.Equal(got, []uint64{3, 1}) {
 		t.Fatalf("Held = %v, want [3 1]", got)
 	}
@@ -79,7 +79,7 @@ func TestHeldReturnsNewestAndHeldStates(t *testing.T) {
 	}
 	// An older state published late (a sync point finishing after later
 	// commits) does not replace the newest.
-	if tb.Publish(meta(2)) || tb.Current().Txid != 3 {
+	if tb.Publish(meta(2), nil) || tb.Current().Txid != 3 {
 		t.Fatalf("an older state replaced the newest: now %d", tb.Current().Txid)
 	}
 }
@@ -90,19 +90,19 @@ func TestHeldReturnsNewestAndHeldStates(t *testing.T) {
 // then lands on the newest state.
 func TestDelayedReaderMovesToNewest(t *testing.T) {
 	var tb Table
-	tb.Open(meta(1))
+	tb.Open(meta(1), nil)
 	stale := tb.cur.Load()
-	tb.Publish(meta(2))
+	tb.Publish(meta(2), nil)
 	if got := txids(tb.Held(nil)); !slices.Equal(got, []uint64{2}) {
 		t.Fatalf("Held = %v, want [2]", got)
 	}
-	if tb.count(stale) {
+	if _, ok := tb.count(stale); ok {
 		t.Fatalf("a reader counted itself on a slot the writer retired")
 	}
 	if st := stale.state.Load(); st != retired {
 		t.Fatalf("the failed count was not taken back: state %#x", st)
 	}
-	s := tb.Enter()
+	s, _ := tb.Enter()
 	if s.Meta().Txid != 2 {
 		t.Fatalf("reader began on txn %d, want 2", s.Meta().Txid)
 	}
@@ -117,10 +117,10 @@ func TestDelayedReaderMovesToNewest(t *testing.T) {
 // must return the old state.
 func TestDelayedReaderCountedBeforeRetire(t *testing.T) {
 	var tb Table
-	tb.Open(meta(1))
+	tb.Open(meta(1), nil)
 	stale := tb.cur.Load()
-	tb.Publish(meta(2))
-	if !tb.count(stale) {
+	tb.Publish(meta(2), nil)
+	if _, ok := tb.count(stale); !ok {
 		t.Fatalf("count on a slot not yet retired failed")
 	}
 	if got := txids(tb.Held(nil)); !slices.Equal(got, []uint64{2, 1}) {
@@ -131,10 +131,10 @@ func TestDelayedReaderCountedBeforeRetire(t *testing.T) {
 
 func TestCloseWaitsForReaders(t *testing.T) {
 	var tb Table
-	tb.Open(meta(1))
-	old := tb.Enter()
-	tb.Publish(meta(2))
-	cur := tb.Enter()
+	tb.Open(meta(1), nil)
+	old, _ := tb.Enter()
+	tb.Publish(meta(2), nil)
+	cur, _ := tb.Enter()
 	closed := make(chan struct{})
 	go func() {
 		tb.Close()
@@ -148,7 +148,7 @@ func TestCloseWaitsForReaders(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if s := tb.Enter(); s != nil {
+	if s, _ := tb.Enter(); s != nil {
 		t.Fatalf("Enter while closing returned a slot")
 	}
 	tb.Leave(old)
@@ -163,10 +163,10 @@ func TestCloseWaitsForReaders(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return after the last reader left")
 	}
-	if s := tb.Enter(); s != nil {
+	if s, _ := tb.Enter(); s != nil {
 		t.Fatalf("Enter after Close returned a slot")
 	}
-	if tb.Publish(meta(3)) || tb.Current().Txid != 2 {
+	if tb.Publish(meta(3), nil) || tb.Current().Txid != 2 {
 		t.Fatalf("Publish after Close changed the state")
 	}
 	if open, begun := tb.Stats(); open != 0 || begun != 2 {
@@ -185,7 +185,7 @@ func TestConcurrentReadersNeverEscapeHeld(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewSource(seed))
 	var tb Table
-	tb.Open(meta(1))
+	tb.Open(meta(1), nil)
 	const readers = 8
 	var holding [readers]atomic.Uint64 // txid held, 0 when none
 	var entered atomic.Int64
@@ -201,7 +201,7 @@ func TestConcurrentReadersNeverEscapeHeld(t *testing.T) {
 					return
 				default:
 				}
-				s := tb.Enter()
+				s, _ := tb.Enter()
 				if s == nil {
 					return // closed
 				}
@@ -221,7 +221,7 @@ func TestConcurrentReadersNeverEscapeHeld(t *testing.T) {
 		deadline = time.Now().Add(200 * time.Millisecond)
 	}
 	for txid := uint64(2); time.Now().Before(deadline); txid++ {
-		tb.Publish(meta(txid))
+		tb.Publish(meta(txid), nil)
 		for range rng.Intn(3) {
 			held := txids(tb.Held(nil))
 			for r := range readers {
