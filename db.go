@@ -3,6 +3,7 @@ package rivet
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -267,6 +268,10 @@ func (db *DB) Stats() Stats {
 	return s
 }
 
+// readerYieldEvery is how often a read transaction yields its processor
+// as it ends (runtime.Gosched), counted over all read transactions.
+const readerYieldEvery = 64
+
 // Begin starts a transaction. A read transaction sees the newest committed
 // state and never blocks or is blocked by the writer; a write transaction
 // waits for the previous one to finish. Every transaction must end with
@@ -280,7 +285,7 @@ func (db *DB) Begin(writable bool) (*Tx, error) {
 }
 
 func (db *DB) beginRO() (*Tx, error) {
-	slot, _ := db.readers.Enter()
+	slot, before := db.readers.Enter()
 	if slot == nil {
 		return nil, ErrDatabaseNotOpen
 	}
@@ -288,12 +293,16 @@ func (db *DB) beginRO() (*Tx, error) {
 	// mapped until the slot is retired, which waits for this reader.
 	tx := newTx(db, slot.Meta(), slot.View(), false)
 	tx.slot = slot
+	tx.yield = before%readerYieldEvery == readerYieldEvery-1
 	return tx, nil
 }
 
 func (db *DB) endRO(tx *Tx) {
 	db.txStats.add(&tx.stats)
 	db.readers.Leave(tx.slot)
+	if tx.yield {
+		runtime.Gosched()
+	}
 }
 
 func (db *DB) beginRW() (*Tx, error) {

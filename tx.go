@@ -46,6 +46,7 @@ type txState struct {
 	meta     *page.Meta // the snapshot (read) or the state built on (write)
 	view     *pager.View
 	slot     *readers.Slot // where a read transaction is counted
+	yield    bool          // a read transaction yields its processor as it ends
 	env      *btree.Env
 	root     *Bucket
 	onCommit []func()
