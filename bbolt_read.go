@@ -62,7 +62,8 @@ func (db *DB) loadBbolt(size int64) error {
 	db.bolt = &boltBacking{file: f, source: src, view: view}
 	db.foreign = src
 	meta := &page.Meta{PageSize: m.PageSize, Txid: m.Txid, Steady: m.Txid, HWM: m.HWM, Root: src.Root()}
-	db.cur, db.head = meta, meta
+	db.head = meta
+	db.readers.Open(meta, p.Acquire())
 	db.durable = m.Txid
 	db.recovered = Recovery{Txid: m.Txid}
 	if other := 1 - m.Slot; metas.Errs[other] != nil {

@@ -182,3 +182,62 @@ func BenchmarkSlasherCommit(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkViewsUnderWriter is readers-under-writer's saturating mode
+// (bench/wl_readers.go) for profiling the reader table: 64 goroutines of
+// Views of one Get while one goroutine commits 64 keys of 4 KiB values.
+// It reports the writer's commits per second of the run.
+func BenchmarkViewsUnderWriter(b *testing.B) {
+	const n = 10000
+	db := loadedDB(b, n)
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		commits := 0
+		for next := uint64(n); ; commits++ {
+			select {
+			case <-stop:
+				done <- commits
+				return
+			default:
+			}
+			err := db.Update(func(tx *Tx) error {
+				bk := tx.Bucket([]byte("b"))
+				for range 64 {
+					k := make([]byte, 16)
+					binary.BigEndian.PutUint64(k, next*2654435761)
+					next++
+					if err := bk.Put(k, make([]byte, 4096)); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Error(err)
+				done <- commits
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+		k := make([]byte, 16)
+		for pb.Next() {
+			binary.BigEndian.PutUint64(k, uint64(rng.Intn(n))*2654435761)
+			_ = db.View(func(tx *Tx) error {
+				if tx.Bucket([]byte("b")).Get(k) == nil {
+					b.Error("missing key")
+				}
+				return nil
+			})
+		}
+	})
+	b.StopTimer()
+	close(stop)
+	commits := <-done
+	b.ReportMetric(float64(commits)/time.Since(start).Seconds(), "commits/s")
+}

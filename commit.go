@@ -186,9 +186,7 @@ func (tx *Tx) commit() (committed, error) {
 	db.spaceMu.Unlock()
 	tx.spaceEnded = true
 	db.head = head
-	db.mu.Lock()
-	db.stats.Commits++
-	db.mu.Unlock()
+	db.commits.Add(1)
 	db.unsyncedCommits.Add(1)
 
 	c := committed{}
@@ -213,8 +211,8 @@ func (tx *Tx) commit() (committed, error) {
 		// pages), and it is final. A lazy commit over commits still
 		// waiting for their sync point is not published: readers would
 		// see those before they are durable.
+		db.readers.Publish(head, db.pager.Acquire())
 		db.mu.Lock()
-		db.cur = head
 		db.spaceStats = stats
 		db.mu.Unlock()
 		db.seal()

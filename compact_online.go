@@ -432,13 +432,16 @@ func (db *DB) truncateLocked(minExcess, chunk int64) (more bool, err error) {
 	}
 	cut := max(slots[0].HWM, slots[1].HWM)
 	cut = max(cut, db.head.HWM)
-	db.mu.Lock()
-	for _, slot := range db.readers {
-		if slot.n > 0 {
-			cut = max(cut, slot.hwm)
-		}
+	// Invariant: the file is never cut below the HWM of a state a reader
+	// holds or may begin on: Held returns the newest published state and
+	// every older one a reader is counted on, and retires the others, so
+	// a reader that begins later counts itself on one of those.
+	held := db.readers.Held(db.heldBuf[:0])
+	for _, m := range held {
+		cut = max(cut, m.HWM)
 	}
-	db.mu.Unlock()
+	clear(held)
+	db.heldBuf = held[:0]
 	size, err := db.file.Size()
 	if err != nil {
 		return false, err

@@ -250,7 +250,7 @@ func TestCopyAfterFreeingCommits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if d := db.cur.Delta; len(d) == 0 {
+	if d := db.readers.Current().Delta; len(d) == 0 {
 		t.Fatalf("the source's meta has no delta; the test no longer covers the case")
 	}
 	path := filepath.Join(t.TempDir(), "copy")
@@ -262,8 +262,8 @@ func TestCopyAfterFreeingCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if len(c.cur.Delta) != 0 {
-		t.Errorf("the copy's meta has a delta of %d runs", len(c.cur.Delta))
+	if len(c.readers.Current().Delta) != 0 {
+		t.Errorf("the copy's meta has a delta of %d runs", len(c.readers.Current().Delta))
 	}
 	checkNamed(t, "copy", c)
 	if err := c.Update(func(tx *Tx) error { return tx.Bucket([]byte("b")).Put([]byte("x"), []byte("y")) }); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/rivetkv/rivet/internal/btree"
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/pager"
+	"github.com/rivetkv/rivet/internal/readers"
 	"github.com/rivetkv/rivet/internal/spacemap"
 	"github.com/rivetkv/rivet/internal/vfs"
 )
@@ -105,35 +107,36 @@ type DB struct {
 	writer sync.Mutex
 
 	// mu guards the fields below it. It is held only for short bookkeeping,
-	// never for the life of a transaction.
-	mu  sync.Mutex
-	cur *page.Meta // the newest published (committed) state
-	// readers holds, per snapshot txid, the read transactions open on it
-	// and the snapshot's HWM: the file is never cut below the HWM of a
-	// snapshot a reader holds (a page past the end faults a reader that
-	// reads it; docs/design.md §4.1).
-	//
-	// Invariant: a slot with no reader (n == 0) is left in place by endRO
-	// only for db.cur's txid, the snapshot the next reader takes, so that
-	// a short read transaction on the newest state finds its slot in one
-	// lookup and does not delete and re-insert it; every scan skips such
-	// slots, and beginRW drops them.
-	readers map[uint64]*readerSlot
-	// snapshotBuf is beginRW's scratch list of snapshots (writer lock).
+	// never for the life of a transaction, and read transactions never
+	// take it.
+	mu sync.Mutex
+	// readers is the reader table: the newest published (committed) state,
+	// which read transactions begin on, and the older states they hold
+	// (internal/readers; it has its own lock).
+	readers readers.Table
+	// heldBuf is the writer's scratch list of the states readers hold, and
+	// snapshotBuf that of their txids (writer lock).
+	heldBuf     []*page.Meta
 	snapshotBuf []uint64
 	// earlyRuns is writeEarly's scratch list (writer lock).
 	earlyRuns []pager.Run
 	// earlyWritePages, if positive, replaces btree.EarlyWritePages, so
 	// tests reach the early writes with small commits.
 	earlyWritePages atomic.Int64
-	openReaders     int
-	readersGone     *sync.Cond // signalled when openReaders drops to zero
 	// opened is set once Open has made the DB usable and cleared by Close;
 	// a zero DB{} is not opened. Every method that needs the file checks
 	// it first and returns ErrDatabaseNotOpen.
-	opened     bool
+	opened bool
+	// stats holds the compaction counters; the others Stats() reports are
+	// kept where they change without mu: commits, txStats and the reader
+	// table.
 	stats      Stats
 	spaceStats spacemap.Stats // copied after each commit, for Stats()
+	// commits counts committed write transactions.
+	commits atomic.Int64
+	// txStats sums the statistics of every ended transaction; only
+	// TxStats' atomic accessors touch it.
+	txStats TxStats
 
 	latched error // the failed flush; refuses writes (guarded by mu)
 
@@ -299,9 +302,12 @@ func (db *DB) Stats() Stats {
 	db.mu.Lock()
 	s := db.stats
 	ss := db.spaceStats
-	s.OpenTxN = db.openReaders
 	s.Latched = db.latched != nil
 	db.mu.Unlock()
+	open, begun := db.readers.Stats()
+	s.OpenTxN, s.TxN = open, int(begun)
+	s.Commits = db.commits.Load()
+	s.TxStats.add(&db.txStats)
 	if db.pager == nil || db.pageSize == 0 {
 		return s
 	}
@@ -318,23 +324,13 @@ func (db *DB) Stats() Stats {
 	return s
 }
 
-// readerSlot is one snapshot's entry in DB.readers.
-type readerSlot struct {
-	n   int    // read transactions open on the snapshot
-	hwm uint64 // the snapshot's HWM
-}
-
-// oldestReader returns the oldest snapshot txid any read transaction holds,
-// or math.MaxUint64 when none is open. Caller holds db.mu.
-func (db *DB) oldestReader() uint64 {
-	oldest := uint64(math.MaxUint64)
-	for txid, slot := range db.readers {
-		if slot.n > 0 && txid < oldest {
-			oldest = txid
-		}
-	}
-	return oldest
-}
+// readerYieldEvery is how often a read transaction yields its processor
+// as it ends (runtime.Gosched), counted over all read transactions, so
+// that goroutines making read transactions that never block still let a
+// writer back from a system call onto a processor (docs/design.md §5).
+// Rarer yields keep the writer waiting longer; more frequent ones show in
+// the readers' own latency, since a yielding reader waits its turn.
+const readerYieldEvery = 256
 
 // Begin starts a transaction. A read transaction sees the newest committed
 // state and never blocks or is blocked by the writer; a write transaction
@@ -353,43 +349,24 @@ func (db *DB) Begin(writable bool) (*Tx, error) {
 }
 
 func (db *DB) beginRO() (*Tx, error) {
-	db.mu.Lock()
-	if !db.opened {
-		db.mu.Unlock()
+	slot, before := db.readers.Enter()
+	if slot == nil {
 		return nil, ErrDatabaseNotOpen
 	}
-	meta := db.cur
-	slot := db.readers[meta.Txid]
-	if slot == nil {
-		slot = new(readerSlot)
-		db.readers[meta.Txid] = slot
-	}
-	slot.n++
-	slot.hwm = meta.HWM
-	db.openReaders++
-	db.stats.TxN++
-	// Invariant: the writer makes the mapping cover a state's HWM before
-	// publishing it in db.cur, so the view taken here covers meta.HWM.
-	view := db.pager.Acquire()
-	db.mu.Unlock()
-	return newTx(db, meta, view, false), nil
+	// The slot's view covers its state (readers.Table.Publish) and stays
+	// mapped until the slot is retired, which waits for this reader.
+	tx := newTx(db, slot.Meta(), slot.View(), false)
+	tx.slot = slot
+	tx.yield = before%readerYieldEvery == readerYieldEvery-1
+	return tx, nil
 }
 
 func (db *DB) endRO(tx *Tx) {
-	tx.view.Release()
-	db.mu.Lock()
-	txid := tx.meta.Txid
-	if slot := db.readers[txid]; slot != nil {
-		if slot.n--; slot.n <= 0 && txid != db.cur.Txid {
-			delete(db.readers, txid)
-		}
+	db.txStats.add(&tx.stats)
+	db.readers.Leave(tx.slot)
+	if tx.yield {
+		runtime.Gosched()
 	}
-	db.openReaders--
-	db.stats.TxStats.add(&tx.stats)
-	if db.openReaders == 0 {
-		db.readersGone.Broadcast()
-	}
-	db.mu.Unlock()
 }
 
 func (db *DB) beginRW() (*Tx, error) {
@@ -400,37 +377,36 @@ func (db *DB) beginRW() (*Tx, error) {
 	db.writer.Lock()
 	db.writersWaiting.Add(-1)
 	db.mu.Lock()
-	if !db.opened {
-		db.mu.Unlock()
+	opened, latched := db.opened, db.latched
+	db.mu.Unlock()
+	if !opened {
 		db.writer.Unlock()
 		return nil, ErrDatabaseNotOpen
 	}
-	// Invariant: a page freed by txn T is released (reusable) only when no
-	// reader can see a state older than T. Readers registered now are in
-	// oldestReader; one that registers after this critical section, before
-	// Release below, gets db.cur at that time, which is at least db.cur
-	// now — so db.cur bounds it. steady alone does not: finishSync sets
-	// db.durable before db.cur, and a reader that began in between, on
-	// the older state, saw its pages reused (a 1 GiB bench run read a leaf
-	// that the next transaction had overwritten).
-	oldest := min(db.oldestReader(), db.cur.Txid)
-	// The same bound for young frees (spacemap.ReleaseYoung): every open
-	// snapshot, and db.cur for the readers that begin later.
-	snaps := append(db.snapshotBuf[:0], db.cur.Txid)
-	for txid, slot := range db.readers {
-		if slot.n <= 0 {
-			delete(db.readers, txid)
-			continue
-		}
-		snaps = append(snaps, txid)
-	}
-	db.snapshotBuf = snaps
-	latched := db.latched
-	db.mu.Unlock()
 	if latched != nil {
 		db.writer.Unlock()
 		return nil, latched
 	}
+	// Invariant: a page freed by txn T is released (reusable) only when no
+	// reader can see a state older than T. Held returns the newest
+	// published state first, then every older state a reader holds; a
+	// reader that begins after it, before Release below, sees the newest
+	// state at that time, which is at least the first one returned — so
+	// that bounds it. steady alone does not: finishSync sets db.durable
+	// before it publishes the state, and a reader that began in between,
+	// on the older state, saw its pages reused (a 1 GiB bench run read a
+	// leaf that the next transaction had overwritten).
+	held := db.readers.Held(db.heldBuf[:0])
+	// The same bound for young frees (spacemap.ReleaseYoung): every held
+	// state, the newest included for the readers that begin later.
+	snaps := db.snapshotBuf[:0]
+	oldest := uint64(math.MaxUint64)
+	for _, m := range held {
+		snaps = append(snaps, m.Txid)
+		oldest = min(oldest, m.Txid)
+	}
+	clear(held)
+	db.heldBuf, db.snapshotBuf = held[:0], snaps
 	if h := db.hooks; h != nil && h.beginRWOldest != nil {
 		h.beginRWOldest()
 	}
@@ -455,9 +431,7 @@ func (db *DB) endRW(tx *Tx, committed bool) {
 	}
 	tx.view.Release()
 	db.releaseRuns(tx)
-	db.mu.Lock()
-	db.stats.TxStats.add(&tx.stats)
-	db.mu.Unlock()
+	db.txStats.add(&tx.stats)
 	db.writer.Unlock()
 }
 
@@ -651,10 +625,8 @@ func (db *DB) Close() error {
 		return nil
 	}
 	db.opened = false
-	for db.openReaders > 0 {
-		db.readersGone.Wait()
-	}
 	db.mu.Unlock()
+	db.readers.Close()
 	if first == nil && !db.readOnly && db.latchedErr() == nil {
 		// Both metas name the newest state now (writeCleanMeta) and no
 		// reader is left: a tail that Compact freed, or that growth left
@@ -682,7 +654,7 @@ func (db *DB) Close() error {
 // an interleaving exactly. DB.hooks is nil outside tests.
 type dbHooks struct {
 	// afterDurable runs in finishSync after db.durable is set, before
-	// db.cur is.
+	// the state is published to readers.
 	afterDurable func()
 	// beginRWOldest runs in beginRW after the oldest snapshot still seen
 	// is taken, before the steady txid is read.

@@ -80,7 +80,7 @@ func TestOneKeyCommitIO(t *testing.T) {
 	if free < 200000 {
 		t.Fatalf("only %d free pages; the test needs 200,000", free)
 	}
-	size := db.cur.HWM * uint64(db.pageSize)
+	size := db.readers.Current().HWM * uint64(db.pageSize)
 	t.Logf("file: %d MiB, %d free pages", size>>20, free)
 
 	commit := func(i int) vfs.Counts {

@@ -106,7 +106,6 @@ func newDB(fs vfs.FS, path string, mode os.FileMode, opts Options) *DB {
 		MaxBatchSize:   DefaultMaxBatchSize,
 		MaxBatchDelay:  DefaultMaxBatchDelay,
 		AllocSize:      DefaultAllocSize,
-		readers:        make(map[uint64]*readerSlot),
 		logger:         opts.Logger,
 	}
 	if db.logger == nil {
@@ -114,7 +113,6 @@ func newDB(fs vfs.FS, path string, mode os.FileMode, opts Options) *DB {
 	}
 	db.noSync.Store(db.NoSync)
 	db.maxSizeApplied = db.MaxSize
-	db.readersGone = sync.NewCond(&db.mu)
 	db.syncCond = sync.NewCond(&db.syncMu)
 	return db
 }
@@ -240,7 +238,6 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	}
 	space.SetLocalitySlack(db.opts.LocalitySlack)
 	db.space = space
-	db.cur = meta
 	db.head = meta
 	db.base = meta
 	db.durable = meta.Txid
@@ -271,6 +268,8 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 			}
 		}
 	}
+	// Last, so that a failure above leaves no view held.
+	db.readers.Open(meta, db.pager.Acquire())
 	db.mu.Lock()
 	db.opened = true
 	db.mu.Unlock()

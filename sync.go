@@ -163,9 +163,7 @@ func (db *DB) abortSync(img *spacemap.SyncImage, err error) error {
 	err = fmt.Errorf("rivet: sync point failed to write (commits rolled back: %d): %w", undone, err)
 	db.head = db.base
 	db.unsyncedCommits.Add(-int64(undone))
-	db.mu.Lock()
-	db.stats.Commits -= int64(undone)
-	db.mu.Unlock()
+	db.commits.Add(-int64(undone))
 	if db.chain != nil {
 		db.syncMu.Lock()
 		db.chain.err = err
@@ -202,13 +200,12 @@ func (db *DB) finishSync(job *syncJob) error {
 		h.afterDurable()
 	}
 
+	// In Full and Barrier mode this is where readers first see the
+	// transactions of this sync point; in the others they saw them at
+	// commit, and this only records the selector for the stats (unless
+	// later commits are published already).
+	db.readers.Publish(job.meta, db.pager.Acquire())
 	db.mu.Lock()
-	if db.cur.Txid <= job.meta.Txid {
-		// In Full and Barrier mode this is where readers first see the
-		// transactions of this sync point; in the others they saw them at
-		// commit, and this only records the selector for the stats.
-		db.cur = job.meta
-	}
 	db.spaceStats = stats
 	db.mu.Unlock()
 	return nil
@@ -391,9 +388,7 @@ func (db *DB) writeCleanMeta() error {
 	busy := db.syncing
 	durable, slot := db.durable, 1-db.steadySlot
 	db.syncMu.Unlock()
-	db.mu.Lock()
-	cur := db.cur
-	db.mu.Unlock()
+	cur := db.readers.Current()
 	if busy || db.head.Txid != durable || cur.Txid != durable || cur.Steady == cur.Txid {
 		return nil
 	}

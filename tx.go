@@ -6,6 +6,7 @@ import (
 	"github.com/rivetkv/rivet/internal/btree"
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/pager"
+	"github.com/rivetkv/rivet/internal/readers"
 )
 
 // Pgid is a page id, as bbolt's Bucket.Root reports it.
@@ -44,6 +45,8 @@ type txState struct {
 	managed  bool
 	meta     *page.Meta // the snapshot (read) or the state built on (write)
 	view     *pager.View
+	slot     *readers.Slot // where a read transaction is counted
+	yield    bool          // a read transaction yields its processor as it ends
 	env      *btree.Env
 	root     *Bucket
 	onCommit []func()
