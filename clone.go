@@ -151,7 +151,7 @@ func (db *DB) reflinkTo(path string, mode os.FileMode, res *CloneResult) (bool, 
 	if err != nil {
 		return false, err
 	}
-	syncDir(vfs.OS(), path)
+	vfs.SyncParentDir(vfs.OS(), path)
 	fi, err := os.Stat(path)
 	if err != nil {
 		return false, err
@@ -283,7 +283,7 @@ func (img *copyImage) writeNewFile(path string, mode os.FileMode, progress func(
 		_ = os.Remove(path)
 		return 0, err
 	}
-	syncDir(vfs.OS(), path)
+	vfs.SyncParentDir(vfs.OS(), path)
 	if progress != nil {
 		if err := progress(total, total); err != nil {
 			_ = os.Remove(path)

@@ -133,7 +133,7 @@ func cloneLive(src, dst string, opts *CloneOptions) (*CloneResult, error) {
 		_ = os.Remove(dst)
 		return nil, err
 	}
-	syncDir(vfs.OS(), dst)
+	vfs.SyncParentDir(vfs.OS(), dst)
 	return res, nil
 }
 

@@ -238,7 +238,7 @@ func (tx *Tx) copyFile(fs vfs.FS, path string, mode os.FileMode) error {
 		err = cerr
 	}
 	if err == nil {
-		syncDir(fs, path)
+		vfs.SyncParentDir(fs, path)
 	}
 	return err
 }
