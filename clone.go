@@ -277,7 +277,7 @@ func CloneFile(src, dst string, opts *CloneOptions) (*CloneResult, error) {
 	if opts == nil {
 		opts = &CloneOptions{}
 	}
-	locked, err := heldForWriting(src)
+	locked, err := image.HeldForWriting(src)
 	if err != nil {
 		return nil, err
 	}
@@ -296,22 +296,4 @@ func CloneFile(src, dst string, opts *CloneOptions) (*CloneResult, error) {
 		// A writer opened it in between.
 	}
 	return cloneLive(src, dst, opts)
-}
-
-// heldForWriting reports whether another open holds src's lock for
-// writing, by trying for a shared lock once (Open would retry for as long
-// as its timeout, 50 ms at least).
-func heldForWriting(src string) (bool, error) {
-	f, err := vfs.OS().OpenFile(src, os.O_RDONLY, 0)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	switch err := f.TryLock(false); {
-	case errors.Is(err, vfs.ErrLocked):
-		return true, nil
-	case err != nil:
-		return false, err
-	}
-	return false, f.Unlock()
 }
