@@ -16,6 +16,9 @@ import "github.com/rivetkv/rivet/internal/page"
 
 // Page size bounds and fixed layout figures of rivet's format.
 const (
+	// Magic is the number a rivet meta page starts with ("RIVT" as
+	// little-endian bytes).
+	Magic = page.Magic
 	// MinPageSize and MaxPageSize bound the page sizes rivet writes.
 	MinPageSize = page.MinPageSize
 	MaxPageSize = page.MaxPageSize
@@ -25,6 +28,9 @@ const (
 	// HeaderSize is the size of the header every page but a meta starts
 	// with; a page's contents follow it.
 	HeaderSize = page.HeaderSize
+	// BlobPayloadStart is where a blob extent's payload starts in its
+	// run's bytes, after the header and the reference to the next extent.
+	BlobPayloadStart = page.BlobPayloadStart
 )
 
 // HasMagic reports whether b starts with rivet's meta magic: the cheapest
