@@ -22,4 +22,3 @@ func TestParse(t *testing.T) {
 		t.Errorf("Set/String round trip: %v, %q", err, z.String())
 	}
 }
-
