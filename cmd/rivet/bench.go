@@ -106,9 +106,10 @@ func workloadHelp() string {
 
 // engineList resolves the engines to run: --engines verbatim, else rivet
 // plus whatever --vs names, with "bbolt" standing for both bbolt
-// configurations because the pair is the seed report's comparison, and
-// "modes" for issue 5's: rivet in every durability mode, bbolt default and
-// bbolt with NoSync.
+// configurations (bbolt's default and bbolt without a freelist sync, the
+// pair bbolt users compare with), and "modes" for the durability
+// comparison: rivet in every durability mode, bbolt default and bbolt with
+// NoSync.
 func engineList(f *benchFlags) []string {
 	if len(f.engines) > 0 {
 		return f.engines
