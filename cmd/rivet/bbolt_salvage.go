@@ -184,7 +184,7 @@ func (s *boltSalvager) chooseMeta(size int64) (*boltMeta, error) {
 	}
 	if m := best(valid, true); m != nil {
 		if n := best(valid, false); n != m {
-			s.note("meta %d (txid %d) names a root page that fails (%s); salvaged meta %d (txid %d)", n.slot, n.txid, lossReason(s.rootOK(n, size)), m.slot, m.txid)
+			s.note("meta %d (txid %d) names a root page that fails (%s); salvaged meta %d (txid %d)", n.slot, n.txid, rivet.SalvageLoss{Err: s.rootOK(n, size)}.Reason(), m.slot, m.txid)
 		}
 		s.bo = m.bo
 		return m, nil

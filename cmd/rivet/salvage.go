@@ -172,21 +172,8 @@ func lossString(l rivet.SalvageLoss) string {
 		}
 		fmt.Fprintf(&b, " keys [%s, %s)", from, to)
 	}
-	fmt.Fprintf(&b, " (page %d: %s)", l.Page, lossReason(l.Err))
+	fmt.Fprintf(&b, " (page %d: %s)", l.Page, l.Reason())
 	return b.String()
-}
-
-// lossReason is err's text without the "rivet: corrupt page N: " prefix
-// that a loss's page number already says.
-func lossReason(err error) string {
-	var ce *rerrors.CorruptError
-	if errors.As(err, &ce) {
-		return ce.Reason
-	}
-	if err == nil {
-		return "unreadable"
-	}
-	return err.Error()
 }
 
 // salvageSink turns Salvage's visits into the copier's canonical stream:
