@@ -275,16 +275,16 @@ func viewSnapshot(t *testing.T, tx *Tx) snapshotView {
 	return v
 }
 
-// TestOldSnapshotSeesNothingNewer is the audit of issue 9 item 4: state
-// newer than a reader's snapshot must not leak into anything the reader
-// sees or writes out. A read transaction is held open while 60 commits
-// overwrite, delete and re-add keys, blob values and nested buckets, each
-// commit a sync point (so region maps are rewritten in both slots and the
-// meta slots alternate many times), the file grows and is remapped. Every
-// 10 commits the old transaction's contents, Check, bucket Stats, Inspect,
-// Size and WriteTo image must equal what it reported first — the image
-// byte for byte — and at the end the image must open as a database holding
-// the snapshot, pass Check and take a write.
+// TestOldSnapshotSeesNothingNewer: state newer than a reader's snapshot
+// must not leak into anything the reader sees or writes out. A read
+// transaction is held open while 60 commits overwrite, delete and re-add
+// keys, blob values and nested buckets, each commit a sync point (so region
+// maps are rewritten in both slots and the meta slots alternate many
+// times), the file grows and is remapped. Every 10 commits the old
+// transaction's contents, Check, bucket Stats, Inspect, Size and WriteTo
+// image must equal what it reported first — the image byte for byte — and
+// at the end the image must open as a database holding the snapshot, pass
+// Check and take a write.
 func TestOldSnapshotSeesNothingNewer(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewSource(seed))
