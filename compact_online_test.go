@@ -223,9 +223,9 @@ func TestCompactOnline(t *testing.T) {
 			case "half":
 				// Random deletes leave leaves half empty all through the
 				// file; the repacking pass fills them, so the file ends
-				// about where an offline copy does (issue 11: within
-				// 1.10x of bbolt's offline Compact, which writes the
-				// same data into about as many pages as rivet's).
+				// about where an offline copy does (within 1.10x of
+				// bbolt's offline Compact, which writes the same data
+				// into about as many pages as rivet's).
 				if float64(closed) > 1.10*float64(offlineSize) {
 					t.Errorf("half-deleted file is %d KiB after online compaction, %.2fx the %d KiB of an offline copy, want <= 1.10x", closed>>10, float64(closed)/float64(offlineSize), offlineSize>>10)
 				}

@@ -244,9 +244,9 @@ func TestNoneModeGrowthIsBounded(t *testing.T) {
 
 // TestGroupCommitFillsFlushes: with N writers making durable one-key
 // commits on a disk whose flush takes 2 ms, every commit is made and a
-// flush covers at least N/2 commits on average (issue 12): the writers that committed during one
-// flush share the next, and writers queued for the writer lock commit
-// before a sync point starts, so they share it too.
+// flush covers at least N/2 commits on average: the writers that committed
+// during one flush share the next, and writers queued for the writer lock
+// commit before a sync point starts, so they share it too.
 func TestGroupCommitFillsFlushes(t *testing.T) {
 	for _, workers := range []int{4, 16} {
 		t.Run(fmt.Sprint(workers), func(t *testing.T) {

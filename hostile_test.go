@@ -1020,8 +1020,8 @@ func (l *warnLog) Warningf(format string, v ...interface{}) {
 }
 
 // TestDamagedMetaIsReported corrupts one byte of one meta page of a
-// cleanly closed file (issue 10: before, Open silently used the other and
-// Recovery said it had not fallen back). Damage to the newer meta must be
+// cleanly closed file: Open must not silently use the other meta and
+// report that it did not fall back. Damage to the newer meta must be
 // reported as a fall-back (Recovery.FellBack, Reason, DamagedMeta naming the
 // slot and the txn the page claims, a warning in the log); damage to the
 // older one as DamagedMeta and a warning, without FellBack. Either way the

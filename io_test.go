@@ -17,7 +17,7 @@ func countingDB(t *testing.T, fs vfs.FS, counts *vfs.CountingFS, opts *Options) 
 	return db
 }
 
-// buildFragmented makes the buildkit shape (shared/seeds/000): a file grown
+// buildFragmented makes the shape of buildkit's cache database: a file grown
 // with many values, then emptied down to a few small keys, so free pages lie
 // scattered between the live ones. It returns the number of free pages.
 func buildFragmented(t *testing.T, db *DB, blobs int) int {

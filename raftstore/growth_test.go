@@ -1,19 +1,12 @@
 package raftstore
 
-// TestLogGrowth: a raft log's life, side by side with raft-boltdb v2.
-// Entries are appended in batches of raft's MaxAppendEntries (64) and the
-// head is truncated as raft does after each snapshot (SnapshotThreshold
-// 8192 entries, TrailingLogs 10240 kept), until RAFTSTORE_GROWTH_GIB GiB
-// of entries have gone through each store. The two stores take turns
-// batch by batch, so both see the same machine over time. It prints, at
-// each eighth of the way, each file's size and the cost of the
-// StoreLogs calls and truncations since the previous row.
+// A raft log's life: entries are appended in batches of raft's
+// MaxAppendEntries (64) and the head is truncated as raft does after each
+// snapshot (SnapshotThreshold 8192 entries, TrailingLogs 10240 kept).
 //
-// It is run by hand (minutes; several GiB written to TMPDIR):
-//
-//	RAFTSTORE_GROWTH_GIB=4 go test -run TestLogGrowth -v -timeout 0 .
-//
-// RAFTSTORE_GROWTH_ENTRY sets the entry size in bytes (default 1024).
+// TestLogGrowthBounded checks that raftstore's file stops growing once the
+// truncations free as much as the appends add. BenchmarkLogGrowth runs the
+// same life side by side with raft-boltdb v2 at scale and prints a table.
 
 import (
 	"bufio"
@@ -28,6 +21,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/rivetkv/rivet"
 )
 
 // Raft's defaults (raft.DefaultConfig).
@@ -70,7 +64,7 @@ func procWchar() int64 {
 }
 
 // step stores one batch and truncates the head when raft would.
-func (g *growthRun) step(t *testing.T, batch []*raft.Log) {
+func (g *growthRun) step(t testing.TB, batch []*raft.Log) {
 	for i, l := range batch {
 		l.Index = g.last + 1 + uint64(i)
 		g.appended += int64(len(l.Data))
@@ -129,31 +123,117 @@ func (g *growthRun) row() string {
 	return line
 }
 
-func TestLogGrowth(t *testing.T) {
-	gib, err := strconv.ParseFloat(os.Getenv("RAFTSTORE_GROWTH_GIB"), 64)
-	if err != nil || gib <= 0 {
-		t.Skip("set RAFTSTORE_GROWTH_GIB (e.g. 4) to run; it writes that much through each store")
-	}
-	entry := 1024
-	if n, err := strconv.Atoi(os.Getenv("RAFTSTORE_GROWTH_ENTRY")); err == nil && n > 0 {
-		entry = n
-	}
-	dir := t.TempDir()
-	var runs []*growthRun
-	for _, bs := range benchStores {
-		path := filepath.Join(dir, bs.name+".db")
-		s, err := bs.open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = s.Close() }()
-		runs = append(runs, &growthRun{name: bs.name, path: path, s: s})
-	}
+// growthEntry returns an entry's data: entry bytes that do not compress.
+func growthEntry(entry int) []byte {
 	rng := rand.New(rand.NewPCG(1, 2))
 	data := make([]byte, entry)
 	for i := range data {
 		data[i] = byte(rng.Uint32())
 	}
+	return data
+}
+
+// growthBatchOf returns a batch of growthBatch entries holding data.
+func growthBatchOf(data []byte) []*raft.Log {
+	batch := make([]*raft.Log, growthBatch)
+	for i := range batch {
+		batch[i] = &raft.Log{Term: 1, Type: raft.LogCommand, Data: data, AppendedAt: time.Now()}
+	}
+	return batch
+}
+
+// TestLogGrowthBounded: through raft's append-and-truncate cycle the file
+// reaches a steady size. The live log never holds more than
+// growthTrailing+growthThreshold entries; once a few truncations have
+// freed pages, later appends reuse them, so the file after the last cycle
+// is no larger than after the warm-up cycles (plus a few pages of slack
+// for the tree's shape), and within a small multiple of the live data.
+func TestLogGrowthBounded(t *testing.T) {
+	const (
+		entry  = 256
+		warmUp = 3 // truncations before the file's size is taken as steady
+	)
+	cycles := 12
+	if testing.Short() {
+		cycles = 7
+	}
+	path := filepath.Join(t.TempDir(), "raft.db")
+	s, err := NewStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	g := &growthRun{name: "raftstore", path: path, s: s}
+	data := growthEntry(entry)
+	// size is the bytes up to the file's high-water mark: the file itself
+	// grows in larger steps.
+	size := func() int64 {
+		t.Helper()
+		var n int64
+		if err := s.db.View(func(tx *rivet.Tx) error { n = tx.Size(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	var sizes []int64 // the size after each truncation
+	for g.truncs < cycles {
+		before := g.truncs
+		g.step(t, growthBatchOf(data))
+		if g.truncs > before {
+			sizes = append(sizes, size())
+		}
+	}
+	live := int64(growthTrailing+growthThreshold) * entry
+	steady, last := sizes[warmUp-1], sizes[len(sizes)-1]
+	t.Logf("size up to the high-water mark after each of %d truncations (KiB): %v; live data at most %d KiB", cycles, kib(sizes), live>>10)
+	if last > steady+steady/8 {
+		t.Fatalf("the file grew from %d KiB after %d truncations to %d KiB after %d: freed pages are not reused", steady>>10, warmUp, last>>10, cycles)
+	}
+	if last > 4*live {
+		t.Fatalf("the file holds %d KiB for at most %d KiB of live entries", last>>10, live>>10)
+	}
+}
+
+func kib(sizes []int64) []int64 {
+	out := make([]int64, len(sizes))
+	for i, s := range sizes {
+		out[i] = s >> 10
+	}
+	return out
+}
+
+// BenchmarkLogGrowth pushes RAFTSTORE_GROWTH_GIB GiB of entries through
+// raftstore and raft-boltdb v2. The two stores take turns batch by batch,
+// so both see the same machine over time. It prints, at each eighth of the
+// way, each file's size and the cost of the StoreLogs calls and
+// truncations since the previous row, and reports each store's final file
+// size and time with their ratios. It ignores b.N; run it once, by hand
+// (minutes; several GiB written to TMPDIR):
+//
+//	RAFTSTORE_GROWTH_GIB=4 go test -run '^$' -bench LogGrowth -benchtime 1x -timeout 0 .
+//
+// RAFTSTORE_GROWTH_ENTRY sets the entry size in bytes (default 1024).
+func BenchmarkLogGrowth(b *testing.B) {
+	gib, err := strconv.ParseFloat(os.Getenv("RAFTSTORE_GROWTH_GIB"), 64)
+	if err != nil || gib <= 0 {
+		b.Skip("set RAFTSTORE_GROWTH_GIB (e.g. 4) to run; it writes that much through each store")
+	}
+	entry := 1024
+	if n, err := strconv.Atoi(os.Getenv("RAFTSTORE_GROWTH_ENTRY")); err == nil && n > 0 {
+		entry = n
+	}
+	dir := b.TempDir()
+	var runs []*growthRun
+	for _, bs := range benchStores {
+		path := filepath.Join(dir, bs.name+".db")
+		s, err := bs.open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = s.Close() }()
+		runs = append(runs, &growthRun{name: bs.name, path: path, s: s})
+	}
+	data := growthEntry(entry)
 	target := int64(gib * (1 << 30))
 	checkpoint := target / 8
 	fmt.Printf("%s GiB through each store, %d-byte entries, batches of %d; truncation every %d entries keeping %d\n\n",
@@ -161,13 +241,10 @@ func TestLogGrowth(t *testing.T) {
 	fmt.Println("| store | GiB appended | file MiB | StoreLogs mean | p50 | p99 | KiB written per StoreLogs | DeleteRange mean |")
 	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	next := checkpoint
+	b.ResetTimer()
 	for runs[0].appended < target {
 		for _, g := range runs {
-			batch := make([]*raft.Log, growthBatch)
-			for i := range batch {
-				batch[i] = &raft.Log{Term: 1, Type: raft.LogCommand, Data: data, AppendedAt: time.Now()}
-			}
-			g.step(t, batch)
+			g.step(b, growthBatchOf(data))
 		}
 		if runs[0].appended >= next || runs[0].appended >= target {
 			for _, g := range runs {
@@ -176,10 +253,22 @@ func TestLogGrowth(t *testing.T) {
 			next += checkpoint
 		}
 	}
+	b.StopTimer()
 	fmt.Println()
-	for _, g := range runs {
+	sizes := make([]float64, len(runs))
+	for i, g := range runs {
 		first, _ := g.s.FirstIndex()
 		fmt.Printf("%s: %v in StoreLogs and DeleteRange; %d entries stored, log [%d, %d] at the end\n",
 			g.name, g.total.Round(time.Millisecond), g.last, first, g.last)
+		if fi, err := os.Stat(g.path); err == nil {
+			sizes[i] = float64(fi.Size()) / (1 << 20)
+		}
+		b.ReportMetric(sizes[i], g.name+"-file-MiB")
+		b.ReportMetric(g.total.Seconds(), g.name+"-s")
+	}
+	// runs[0] is raftstore, runs[1] raft-boltdb.
+	if sizes[1] > 0 && runs[1].total > 0 {
+		b.ReportMetric(sizes[0]/sizes[1], "file-ratio")
+		b.ReportMetric(runs[0].total.Seconds()/runs[1].total.Seconds(), "time-ratio")
 	}
 }

@@ -247,8 +247,7 @@ func childStoreLogs(path string, seed, start uint64) {
 }
 
 func TestKillStoreLogs(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	path := filepath.Join(t.TempDir(), "raft.db")
 	// states[k] is the state after operations 1..k.
@@ -362,8 +361,7 @@ func (c *cluster) fsmPrefix() uint64 {
 }
 
 func TestKillLeader(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	dir := t.TempDir()
 	next := uint64(1) // the next command id

@@ -260,8 +260,7 @@ func TestDeleteRange(t *testing.T) {
 // TestModelRandomized runs random StoreLogs and DeleteRange calls against
 // a map, checking bounds and contents after each and across reopens.
 func TestModelRandomized(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	s := openTestStore(t, Options{RivetOptions: &rivet.Options{Durability: rivet.None}})
 	model := map[uint64]bool{}

@@ -1,9 +1,23 @@
 #!/usr/bin/env bash
 # The project's one test command (README "Test"; CI runs it via .ci/run).
-# It installs what it needs, runs every check and test of the three modules
-# (library, bench/, cmd/rivet/), and exits non-zero on the first failure.
+# It installs staticcheck if needed and exits non-zero on the first failure.
+# It checks gofmt; go vet and staticcheck of every module (the library,
+# bench/, cmd/rivet/, contrib/prometheus/, raftstore/, compat/bbolt/,
+# compat/bboltsuite/'s own code); cross-compiles the library and the tool;
+# runs the library's tests with the race detector, then its large-file and
+# crash-scale tests and every fuzz target briefly; the tests of bench/,
+# cmd/rivet/, contrib/prometheus/ and raftstore/ (with a raft-boltdb file
+# converted by the built tool); bbolt v1.5.0's own tests and bbolt users'
+# test suites against rivet (compat/); the clone and full-disk tests on
+# loop mounts; and a benchmark smoke run against bbolt.
+#
+# For the inner loop of development, scripts/quick.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Logs and binaries go to a directory of this run's own, so two runs on one
+# machine do not collide.
+work=$(mktemp -d "${TMPDIR:-/tmp}/rivet-test.XXXXXX")
+trap 'rm -rf "${work}"' EXIT
 
 # staticcheck 2026.2.2 is module version v0.8.2; the proxy serves only the
 # module version, so install by that and check the release name.
@@ -64,20 +78,20 @@ for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "${pkg}")
   for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "${dir}"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
     echo "  ${pkg} ${target}"
-    if ! go test -run='^$' -fuzz="^${target}\$" -fuzztime="${FUZZTIME}" "${pkg}" >/tmp/rivet-fuzz.log 2>&1; then
+    if ! go test -run='^$' -fuzz="^${target}\$" -fuzztime="${FUZZTIME}" "${pkg}" >"${work}/fuzz.log" 2>&1; then
       # Go 1.26's fuzz coordinator sometimes reports "context deadline
       # exceeded" as a failure when -fuzztime ends while a worker is busy
       # (golang/go#75804, fixed in Go 1.27; no failing input is found or
       # written). Only that is retried, once; a real failure writes its
       # input under testdata/fuzz and fails at once.
-      if grep -q 'context deadline exceeded' /tmp/rivet-fuzz.log && ! grep -q 'Failing input written' /tmp/rivet-fuzz.log; then
+      if grep -q 'context deadline exceeded' "${work}/fuzz.log" && ! grep -q 'Failing input written' "${work}/fuzz.log"; then
         echo "    (fuzzing engine timed out at the end of -fuzztime, no failing input; running once more)"
-        go test -run='^$' -fuzz="^${target}\$" -fuzztime="${FUZZTIME}" "${pkg}" >/tmp/rivet-fuzz.log 2>&1 || { cat /tmp/rivet-fuzz.log; exit 1; }
+        go test -run='^$' -fuzz="^${target}\$" -fuzztime="${FUZZTIME}" "${pkg}" >"${work}/fuzz.log" 2>&1 || { cat "${work}/fuzz.log"; exit 1; }
       else
-        cat /tmp/rivet-fuzz.log; exit 1
+        cat "${work}/fuzz.log"; exit 1
       fi
     fi
-    grep -E 'elapsed|execs' /tmp/rivet-fuzz.log | tail -1 || true
+    grep -E 'elapsed|execs' "${work}/fuzz.log" | tail -1 || true
   done
 done
 
@@ -93,15 +107,15 @@ step "contrib/prometheus tests (the collector, scraped over HTTP and linted)"
 step "raftstore tests (store contract, 3-node hashicorp/raft cluster, SIGKILL recovery) with the race detector"
 (cd raftstore && go test -race -count=1 ./...)
 step "raftstore: a raft-boltdb v2 file converted with the built rivet tool opens as a raftstore file"
-go build -o /tmp/rivet-ci-bin ./cmd/rivet
-(cd raftstore && RAFTSTORE_RIVET_BIN=/tmp/rivet-ci-bin go test -count=1 -run TestRivetImport -v ./... | grep -E '^(--- |ok|FAIL)')
+go build -o "${work}/rivet" ./cmd/rivet
+(cd raftstore && RAFTSTORE_RIVET_BIN="${work}/rivet" go test -count=1 -run TestRivetImport -v ./... | grep -E '^(--- |ok|FAIL)')
 
 step "bbolt v1.5.0's own black-box tests against rivet (compat/bboltsuite; skip list: compat/bboltsuite/skip.txt)"
-if ! ./compat/bboltsuite/run.sh -v >/tmp/rivet-bboltsuite.log 2>&1; then
-  cat /tmp/rivet-bboltsuite.log; exit 1
+if ! ./compat/bboltsuite/run.sh -v >"${work}/bboltsuite.log" 2>&1; then
+  cat "${work}/bboltsuite.log"; exit 1
 fi
-grep -E '^(ok|bbolt v)' /tmp/rivet-bboltsuite.log
-echo "  $(grep -c '^--- PASS' /tmp/rivet-bboltsuite.log) passed, $(grep -c '^--- SKIP' /tmp/rivet-bboltsuite.log) skipped by bbolt's own -short checks"
+grep -E '^(ok|bbolt v)' "${work}/bboltsuite.log"
+echo "  $(grep -c '^--- PASS' "${work}/bboltsuite.log") passed, $(grep -c '^--- SKIP' "${work}/bboltsuite.log") skipped by bbolt's own -short checks"
 
 step "users' own test suites against rivet: bolthold, storm, containerd (imports moved), buildkit, raft-boltdb, etcd (one replace line) (compat/users)"
 ./compat/users/run.sh

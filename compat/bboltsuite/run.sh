@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bbolt's own tests, run against rivet (issue 10): bbolt v1.5.0's black-box
+# bbolt's own tests, run against rivet: bbolt v1.5.0's black-box
 # test files (package bbolt_test) are taken from the Go module cache at test
 # time — never copied into this repository — their imports rewritten to
 # rivet, bbolt's internal test helpers replaced by rivet's stand-ins in
@@ -27,10 +27,13 @@ for f in "${dir}"/*_test.go; do
   fi
 done
 
-rm -rf suite
-mkdir -p suite
-go run ./prune -skip skip.txt -out suite "${files[@]}"
+# The suite is a package of this module (it needs the module's replace
+# directive and shim/), in a directory of this run's own so two runs do not
+# collide; it is removed on exit.
+suite=$(mktemp -d "${PWD}/suite.XXXXXX")
+trap 'rm -rf "${suite}"' EXIT
+go run ./prune -skip skip.txt -out "${suite}" "${files[@]}"
 skipped=$(grep -cv '^\s*\(#\|$\)' skip.txt || true)
 
 echo "bbolt ${version}: ${#files[@]} black-box test files, ${skipped} tests skipped (skip.txt)"
-go test -short -count=1 "$@" ./suite/ 2>&1 | tee suite/result.log
+go test -short -count=1 "$@" "./$(basename "${suite}")/"

@@ -7,9 +7,7 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -18,7 +16,7 @@ import (
 )
 
 var (
-	seedFlag   = flag.Uint64("seed", 0, "seed for TestModel (0: $RIVET_SEED, else the clock)")
+	seedFlag   = flag.Int64("rivet.seed", 0, "seed for randomized tests (0: time-based); printed on every run")
 	roundsFlag = flag.Int("rounds", 0, "transactions in TestModel (0: default)")
 )
 
@@ -361,12 +359,7 @@ type harness struct {
 
 func modelSeed() uint64 {
 	if *seedFlag != 0 {
-		return *seedFlag
-	}
-	if s := os.Getenv("RIVET_SEED"); s != "" {
-		if v, err := strconv.ParseUint(s, 10, 64); err == nil {
-			return v
-		}
+		return uint64(*seedFlag)
 	}
 	return uint64(time.Now().UnixNano())
 }
@@ -379,7 +372,7 @@ func TestModelLocality(t *testing.T) { runModel(t, 0.3) }
 
 func runModel(t *testing.T, slack float64) {
 	seed := modelSeed()
-	t.Logf("seed %d (rerun with -seed=%d or RIVET_SEED=%d)", seed, seed, seed)
+	t.Logf("seed %d (replay with -rivet.seed=%d)", seed, seed)
 	rounds := 1500
 	if testing.Short() || raceEnabled {
 		rounds = 400

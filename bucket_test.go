@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand"
 	"testing"
+
+	rerrors "github.com/rivetkv/rivet/errors"
 )
 
 // The answers of bbolt v1.5 on edge inputs that the differential test
@@ -97,42 +100,6 @@ func TestPutNilReadsNilUntilCommit(t *testing.T) {
 			if v := b.Get([]byte(k)); v == nil || len(v) != 0 {
 				t.Errorf("committed %s value: %v (nil %t), want empty", k, v, v == nil)
 			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestTxForEachVisitsTopLevelValues: a plain value stored at the top level
-// (through Tx.Cursor().Bucket(), which bbolt allows) is visited by
-// Tx.ForEach with a nil bucket, as bbolt does.
-func TestTxForEachVisitsTopLevelValues(t *testing.T) {
-	db := openTestDB(t, nil)
-	err := db.Update(func(tx *Tx) error {
-		if _, err := tx.CreateBucket([]byte("a")); err != nil {
-			return err
-		}
-		if err := tx.Cursor().Bucket().Put([]byte("b"), []byte("value")); err != nil {
-			return err
-		}
-		_, err := tx.CreateBucket([]byte("c"))
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.View(func(tx *Tx) error {
-		var got []string
-		if err := tx.ForEach(func(name []byte, b *Bucket) error {
-			got = append(got, fmt.Sprintf("%s:%t", name, b != nil))
-			return nil
-		}); err != nil {
-			return err
-		}
-		if want := "[a:true b:false c:true]"; fmt.Sprint(got) != want {
-			t.Errorf("Tx.ForEach visited %v, want %s", got, want)
 		}
 		return nil
 	})
@@ -456,6 +423,246 @@ func TestTxMoveBucketOfEndedTx(t *testing.T) {
 		}
 		if src.Bucket([]byte("child")) != nil || dst.Bucket([]byte("child")) == nil {
 			t.Error("the bucket did not move")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestZeroLengthAndMissingValues(t *testing.T) {
+	db := openTestDB(t, nil)
+	err := db.Update(func(tx *Tx) error {
+		b, _ := tx.CreateBucket([]byte("b"))
+		if err := b.Put([]byte("empty"), []byte{}); err != nil {
+			return err
+		}
+		return b.Put([]byte("nil"), nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.reopen()
+	_ = db.View(func(tx *Tx) error {
+		b := tx.Bucket([]byte("b"))
+		for _, k := range []string{"empty", "nil"} {
+			if v := b.Get([]byte(k)); v == nil || len(v) != 0 {
+				t.Errorf("Get(%q) = %v, want an empty non-nil slice", k, v)
+			}
+		}
+		if v := b.Get([]byte("missing")); v != nil {
+			t.Errorf("Get(missing) = %v", v)
+		}
+		return nil
+	})
+}
+
+func TestMoveBucket(t *testing.T) {
+	db := openTestDB(t, &Options{PageSize: 1024})
+	err := db.Update(func(tx *Tx) error {
+		src, _ := tx.CreateBucket([]byte("src"))
+		dst, _ := tx.CreateBucket([]byte("dst"))
+		child, _ := src.CreateBucket([]byte("child"))
+		for i := 0; i < 200; i++ {
+			if err := child.Put([]byte(fmt.Sprint(i)), bytes.Repeat([]byte("v"), 50)); err != nil {
+				return err
+			}
+		}
+		if err := src.MoveBucket([]byte("child"), src); !errors.Is(err, rerrors.ErrSameBuckets) {
+			return fmt.Errorf("move into same bucket: %v", err)
+		}
+		return tx.MoveBucket([]byte("child"), src, dst)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.reopen()
+	_ = db.View(func(tx *Tx) error {
+		if tx.Bucket([]byte("src")).Bucket([]byte("child")) != nil {
+			t.Error("child still in src")
+		}
+		c := tx.Bucket([]byte("dst")).Bucket([]byte("child"))
+		if c == nil || c.Stats().KeyN != 200 {
+			t.Errorf("child not moved whole: %v", c)
+		}
+		return nil
+	})
+	// Move back to the top level, in a separate txn from its creation.
+	err = db.Update(func(tx *Tx) error {
+		return tx.MoveBucket([]byte("child"), tx.Bucket([]byte("dst")), nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = db.View(func(tx *Tx) error {
+		if c := tx.Bucket([]byte("child")); c == nil || string(c.Get([]byte("7"))) != string(bytes.Repeat([]byte("v"), 50)) {
+			t.Error("child not at top level")
+		}
+		return nil
+	})
+}
+
+func TestLargeKeysAndValues(t *testing.T) {
+	db := openTestDB(t, &Options{PageSize: 4096})
+	rng := rand.New(rand.NewSource(1))
+	big := make([]byte, 40<<20) // more than one 16 MiB extent: a chain
+	rng.Read(big)
+	key := bytes.Repeat([]byte("K"), MaxKeySize)
+	err := db.Update(func(tx *Tx) error {
+		b, _ := tx.CreateBucket([]byte("b"))
+		if err := b.Put(key, []byte("big key")); err != nil {
+			return err
+		}
+		if err := b.Put([]byte("big"), big); err != nil {
+			return err
+		}
+		return b.Put([]byte("mid"), big[:3000])
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.reopen()
+	_ = db.View(func(tx *Tx) error {
+		b := tx.Bucket([]byte("b"))
+		if got := b.Get(key); string(got) != "big key" {
+			t.Errorf("big key: %q", got)
+		}
+		if got := b.Get([]byte("big")); !bytes.Equal(got, big) {
+			t.Errorf("40 MiB value differs (%d bytes)", len(got))
+		}
+		if got := b.Get([]byte("mid")); !bytes.Equal(got, big[:3000]) {
+			t.Errorf("3000-byte value differs")
+		}
+		return nil
+	})
+	// Overwrite and delete free the blob pages again (Check at the end
+	// verifies nothing leaked).
+	_ = db.Update(func(tx *Tx) error {
+		b := tx.Bucket([]byte("b"))
+		if err := b.Put([]byte("big"), []byte("small now")); err != nil {
+			return err
+		}
+		return b.Delete([]byte("mid"))
+	})
+	mustCheck(t, db.DB)
+}
+
+// TestMoveBucketKeepsChangesOfSameTxn: a bucket changed and then moved in
+// one transaction keeps the changes (bbolt v1.5 moves the last committed
+// header and drops them; README "differences"). Inline and paged buckets.
+func TestMoveBucketKeepsChangesOfSameTxn(t *testing.T) {
+	for _, keys := range []int{2, 300} {
+		db := openTestDB(t, &Options{PageSize: 4096})
+		if err := db.Update(func(tx *Tx) error {
+			src, err := tx.CreateBucket([]byte("src"))
+			if err != nil {
+				return err
+			}
+			if _, err := tx.CreateBucket([]byte("dst")); err != nil {
+				return err
+			}
+			c, err := src.CreateBucket([]byte("child"))
+			if err != nil {
+				return err
+			}
+			for i := 0; i < keys; i++ {
+				if err := c.Put([]byte(fmt.Sprintf("k%04d", i)), []byte("old")); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Update(func(tx *Tx) error {
+			c := tx.Bucket([]byte("src")).Bucket([]byte("child"))
+			if err := c.Put([]byte("new"), []byte("key")); err != nil {
+				return err
+			}
+			if err := c.Delete([]byte("k0000")); err != nil {
+				return err
+			}
+			if err := c.Put([]byte("k0001"), []byte("changed")); err != nil {
+				return err
+			}
+			return tx.MoveBucket([]byte("child"), tx.Bucket([]byte("src")), tx.Bucket([]byte("dst")))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		mustCheck(t, db.DB)
+		db.reopen()
+		if err := db.View(func(tx *Tx) error {
+			if tx.Bucket([]byte("src")).Bucket([]byte("child")) != nil {
+				return fmt.Errorf("the bucket is still in src")
+			}
+			c := tx.Bucket([]byte("dst")).Bucket([]byte("child"))
+			if c == nil {
+				return fmt.Errorf("the bucket is not in dst")
+			}
+			if v := c.Get([]byte("new")); string(v) != "key" {
+				return fmt.Errorf("new key: %q", v)
+			}
+			if v := c.Get([]byte("k0000")); v != nil {
+				return fmt.Errorf("deleted key: %q", v)
+			}
+			if v := c.Get([]byte("k0001")); string(v) != "changed" {
+				return fmt.Errorf("changed key: %q", v)
+			}
+			if n := c.Stats().KeyN; n != keys {
+				return fmt.Errorf("%d keys, want %d", n, keys)
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("%d keys: %v", keys, err)
+		}
+	}
+}
+
+// TestMoveBucketErrorsMatchBbolt checks MoveBucket's errors in bbolt's
+// order (bbolt's movebucket_test.go): into a read-only transaction's bucket
+// ErrTxNotWritable, across write transactions ErrDifferentDB.
+func TestMoveBucketErrorsMatchBbolt(t *testing.T) {
+	db := openTestDB(t, nil)
+	other := openTestDB(t, nil)
+	for _, d := range []*testDB{db, other} {
+		if err := d.Update(func(tx *Tx) error {
+			b, err := tx.CreateBucket([]byte("src"))
+			if err != nil {
+				return err
+			}
+			_, err = b.CreateBucket([]byte("child"))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rtx, err := db.Begin(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rtx.Rollback()
+	otx, err := other.Begin(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer otx.Rollback()
+	err = db.Update(func(tx *Tx) error {
+		src := tx.Bucket([]byte("src"))
+		if err := src.MoveBucket([]byte("child"), rtx.Bucket([]byte("src"))); !errors.Is(err, rerrors.ErrTxNotWritable) {
+			t.Errorf("move into a read-only txn's bucket: %v, want ErrTxNotWritable", err)
+		}
+		if err := rtx.Bucket([]byte("src")).MoveBucket([]byte("child"), src); !errors.Is(err, rerrors.ErrTxNotWritable) {
+			t.Errorf("move out of a read-only txn's bucket: %v, want ErrTxNotWritable", err)
+		}
+		if err := src.MoveBucket([]byte("child"), otx.Bucket([]byte("src"))); !errors.Is(err, rerrors.ErrDifferentDB) {
+			t.Errorf("move into another DB's bucket: %v, want ErrDifferentDB", err)
+		}
+		if err := src.MoveBucket([]byte("child"), src); !errors.Is(err, rerrors.ErrSameBuckets) {
+			t.Errorf("move into the same bucket: %v, want ErrSameBuckets", err)
+		}
+		if err := src.MoveBucket([]byte("missing"), nil); !errors.Is(err, rerrors.ErrTxClosed) {
+			t.Errorf("move into a nil bucket: %v, want ErrTxClosed", err)
 		}
 		return nil
 	})

@@ -133,3 +133,106 @@ func TestReadTxCursorStacksBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTxForEachVisitsTopLevelValues: a plain value stored at the top level
+// (through Tx.Cursor().Bucket(), which bbolt allows) is visited by
+// Tx.ForEach with a nil bucket, as bbolt does.
+func TestTxForEachVisitsTopLevelValues(t *testing.T) {
+	db := openTestDB(t, nil)
+	err := db.Update(func(tx *Tx) error {
+		if _, err := tx.CreateBucket([]byte("a")); err != nil {
+			return err
+		}
+		if err := tx.Cursor().Bucket().Put([]byte("b"), []byte("value")); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucket([]byte("c"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *Tx) error {
+		var got []string
+		if err := tx.ForEach(func(name []byte, b *Bucket) error {
+			got = append(got, fmt.Sprintf("%s:%t", name, b != nil))
+			return nil
+		}); err != nil {
+			return err
+		}
+		if want := "[a:true b:false c:true]"; fmt.Sprint(got) != want {
+			t.Errorf("Tx.ForEach visited %v, want %s", got, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSequencesAndOnCommit(t *testing.T) {
+	db := openTestDB(t, nil)
+	committed := 0
+	err := db.Update(func(tx *Tx) error {
+		tx.OnCommit(func() { committed++ })
+		b, _ := tx.CreateBucket([]byte("b"))
+		for i := 1; i <= 3; i++ {
+			if s, err := b.NextSequence(); err != nil || s != uint64(i) {
+				return fmt.Errorf("NextSequence = %d, %v", s, err)
+			}
+		}
+		return nil
+	})
+	if err != nil || committed != 1 {
+		t.Fatalf("update: %v, handlers run %d", err, committed)
+	}
+	db.reopen()
+	_ = db.Update(func(tx *Tx) error {
+		tx.OnCommit(func() { committed++ })
+		b := tx.Bucket([]byte("b"))
+		if b.Sequence() != 3 {
+			t.Errorf("sequence after reopen = %d", b.Sequence())
+		}
+		return b.SetSequence(1000)
+	})
+	_ = db.Update(func(tx *Tx) error {
+		tx.OnCommit(func() { committed++ })
+		if s := tx.Bucket([]byte("b")).Sequence(); s != 1000 {
+			t.Errorf("sequence = %d", s)
+		}
+		return errRollback
+	})
+	if committed != 2 {
+		t.Errorf("OnCommit ran %d times, want 2 (not on rollback)", committed)
+	}
+}
+
+// TestNoopWriteTxnIDIsReused: a write transaction that changes nothing
+// leaves no state, so the next one commits under the same id (Tx.ID's
+// doc); ids of transactions that changed something increase.
+func TestNoopWriteTxnIDIsReused(t *testing.T) {
+	db := openTestDB(t, nil)
+	id := func(fn func(*Tx) error) int {
+		t.Helper()
+		var got int
+		if err := db.Update(func(tx *Tx) error { got = tx.ID(); return fn(tx) }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	noop := func(*Tx) error { return nil }
+	put := func(tx *Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte("b"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("k"), []byte("v"))
+	}
+	a := id(put)
+	b := id(noop)
+	c := id(put)
+	d := id(put)
+	if b != a+1 || c != b || d != c+1 {
+		t.Fatalf("ids put %d, no-op %d, put %d, put %d; want n, n+1, n+1, n+2", a, b, c, d)
+	}
+}
