@@ -51,6 +51,8 @@ for mod in . bench cmd/rivet contrib/prometheus raftstore; do
 done
 step "compat/bbolt (bbolt's API over rivet, declared as go.etcd.io/bbolt): vet, staticcheck, tests"
 (cd compat/bbolt && export GOWORK=off && go vet ./... && staticcheck ./... && go test -count=1 ./...)
+step "compat/importswap (a bbolt program moved to rivet by its imports behaves the same): vet, staticcheck, test"
+(cd compat/importswap && export GOWORK=off && go vet ./... && staticcheck ./... && go test -count=1 ./...)
 step "vet + staticcheck: compat/bboltsuite (its own code; the suite is bbolt's)"
 (cd compat/bboltsuite && export GOWORK=off && go vet ./shim/... ./prune && staticcheck ./shim/... ./prune)
 
