@@ -222,8 +222,17 @@ func readersStress(t *testing.T, opts *Options) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
+	// Run for duration, and on a loaded machine longer (up to ten times),
+	// until each kind of event has happened often enough to assert on.
+	enough := func(gens uint64) bool {
+		return gens >= 50 && views.Load() >= 1000 && held.Load() >= 20 && shrinks.Load() >= 1
+	}
 	gens := uint64(0)
-	for deadline := time.Now().Add(duration); time.Now().Before(deadline) && !stop.Load(); {
+	start := time.Now()
+	for !stop.Load() {
+		if el := time.Since(start); el >= 10*duration || (el >= duration && enough(gens)) {
+			break
+		}
 		gens++
 		if err := writeGen(gens); err != nil {
 			fail(fmt.Errorf("generation %d: %w", gens, err))
@@ -236,7 +245,7 @@ func readersStress(t *testing.T, opts *Options) {
 	}
 	t.Logf("%d generations, %d short and %d held read transactions, %d compactions that cut the file",
 		gens, views.Load(), held.Load(), shrinks.Load())
-	if gens < 50 || views.Load() < 1000 || held.Load() < 20 || shrinks.Load() < 1 {
+	if !enough(gens) {
 		t.Fatalf("too little ran to assert anything: %d generations, %d short and %d held readers, %d cuts",
 			gens, views.Load(), held.Load(), shrinks.Load())
 	}
