@@ -277,7 +277,7 @@ func CloneFile(src, dst string, opts *CloneOptions) (*CloneResult, error) {
 	if opts == nil {
 		opts = &CloneOptions{}
 	}
-	locked, err := image.HeldForWriting(src)
+	locked, err := vfs.HeldForWriting(vfs.OS(), src)
 	if err != nil {
 		return nil, err
 	}

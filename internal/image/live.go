@@ -168,25 +168,6 @@ func CopyLive(src, dst string, opts *LiveOptions) (*LiveResult, error) {
 	return res, nil
 }
 
-// HeldForWriting reports whether another open holds src's lock for
-// writing, by trying for a shared lock once (Open would retry for as long
-// as its timeout, 50 ms at least): CopyLive is then the only way to copy
-// it.
-func HeldForWriting(src string) (bool, error) {
-	f, err := vfs.OS().OpenFile(src, os.O_RDONLY, 0)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	switch err := f.TryLock(false); {
-	case errors.Is(err, vfs.ErrLocked):
-		return true, nil
-	case err != nil:
-		return false, err
-	}
-	return false, f.Unlock()
-}
-
 // recoverClone recovers a clone of a live file (LiveOptions.Recover) and
 // records the state and size it then has.
 func recoverClone(path string, opts *LiveOptions, res *LiveResult) error {
