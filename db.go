@@ -118,8 +118,6 @@ type DB struct {
 	// snapshotBuf that of their txids (writer lock).
 	heldBuf     []*page.Meta
 	snapshotBuf []uint64
-	// earlyRuns is writeEarly's scratch list (writer lock).
-	earlyRuns []pager.Run
 	// earlyWritePages, if positive, replaces btree.EarlyWritePages, so
 	// tests reach the early writes with small commits.
 	earlyWritePages atomic.Int64
@@ -161,14 +159,12 @@ type DB struct {
 	// them through it that they were rolled back. Guarded by writer.
 	chain *commitChain
 
-	// treeRuns and pagerRuns are the backing arrays of a write
-	// transaction's list of spilled runs (tx.env.Runs) and of its copy for
-	// the pager, reused by every write transaction so that a commit does not
-	// allocate them anew. Guarded by writer. Between transactions they hold
-	// no references (releaseRuns), so the page buffers of a commit become
-	// garbage as soon as it is written.
-	treeRuns  []btree.Run
-	pagerRuns []pager.Run
+	// treeRuns is the backing array of a write transaction's list of
+	// spilled runs (tx.env.Runs), reused by every write transaction so
+	// that a commit does not allocate it anew. Guarded by writer. Between
+	// transactions it holds no references (releaseRuns), so the page
+	// buffers of a commit become garbage as soon as it is written.
+	treeRuns []page.Run
 	// sparePages are page buffers of written runs kept for the next write
 	// transaction's nodes (btree.Env.SparePages), at most maxSparePages;
 	// metaBuf is the buffer every sync point encodes its meta into. Both
@@ -458,8 +454,6 @@ func (db *DB) releaseRuns(tx *Tx) {
 	db.sparePages = spare
 	clear(runs)
 	db.treeRuns = keepRuns(runs)
-	clear(db.pagerRuns)
-	db.pagerRuns = keepRuns(db.pagerRuns)
 }
 
 // maxKeptRuns bounds the run lists kept between write transactions: a
@@ -475,7 +469,7 @@ const maxKeptRuns = 1024
 const maxSparePages = 512
 
 // keepRuns returns runs emptied for reuse, or nil if it is too large to keep.
-func keepRuns[R any](runs []R) []R {
+func keepRuns(runs []page.Run) []page.Run {
 	if cap(runs) > maxKeptRuns {
 		return nil
 	}

@@ -561,7 +561,7 @@ func (db *DB) create(fs vfs.FS) error {
 	if err := p.Sync(vfs.SyncData); err != nil {
 		return err
 	}
-	steps := [][]pager.Run{
+	steps := [][]page.Run{
 		{{ID: 0, Data: metaBuf}},
 		{{ID: 1, Data: metaBuf}, {ID: page.MapSlot(ps, 0, 0), Data: mapBuf}, {ID: page.MapSlot(ps, 0, 1), Data: make([]byte, ps)}},
 	}

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/rivetkv/rivet/internal/page"
-	"github.com/rivetkv/rivet/internal/pager"
 	"github.com/rivetkv/rivet/internal/spacemap"
 	"github.com/rivetkv/rivet/internal/vfs"
 )
@@ -85,7 +85,7 @@ func (db *DB) syncKind(forceFull bool) vfs.SyncKind {
 // it now, and that latches. If a write fails, the sync point never
 // happened (abortSync): the commits after db.base are taken back and the
 // error is returned, to the caller and to the commits waiting for it.
-func (db *DB) prepareSync(kind vfs.SyncKind, extra []pager.Run) (*syncJob, error) {
+func (db *DB) prepareSync(kind vfs.SyncKind, extra []page.Run) (*syncJob, error) {
 	head := db.head
 	db.syncMu.Lock()
 	steady, slot := db.durable, 1-db.steadySlot
@@ -117,18 +117,13 @@ func (db *DB) prepareSync(kind vfs.SyncKind, extra []pager.Run) (*syncJob, error
 	buf := db.metaBuf
 	page.EncodeMeta(buf, &meta)
 
-	runs := make([]pager.Run, 0, len(extra)+len(img.Pages))
-	runs = append(runs, extra...)
-	for _, p := range img.Pages {
-		runs = append(runs, pager.Run{ID: p.ID, Data: p.Data})
-	}
-	if err := db.pager.WriteRuns(runs); err != nil {
+	if err := db.pager.WriteRuns(slices.Concat(extra, img.Pages)); err != nil {
 		return nil, db.abortSync(&img, err)
 	}
 	// The meta last, on its own: when a write before it fails, no meta
 	// names the taken-back commits, so no crash can bring them back. When
 	// the meta's own write fails, restoreMetaSlot takes care of that.
-	if err := db.pager.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
+	if err := db.pager.WriteRuns([]page.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
 		db.restoreMetaSlot(slot)
 		return nil, db.abortSync(&img, err)
 	}
@@ -316,6 +311,11 @@ func (db *DB) lingerForCommits() {
 	}
 }
 
+// maxGroupDelay bounds how long a sync leader lingers for more commits
+// (lingerForCommits): with writers arriving without pause commits never
+// stop coming, and those waiting for a flush must not wait for ever.
+const maxGroupDelay = time.Millisecond
+
 // lingerQuiet is how long a sync leader waits with no new commit and no
 // writer queued before it stops lingering: a writer that a flush released
 // begins its next commit well within it.
@@ -400,7 +400,7 @@ func (db *DB) writeCleanMeta() error {
 	page.EncodeMeta(buf, &meta)
 	// The writer lock is held throughout, so nothing reads slotMeta[slot]
 	// while the slot is being overwritten.
-	if err := db.pager.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
+	if err := db.pager.WriteRuns([]page.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
 		db.restoreMetaSlot(slot)
 		return err
 	}
@@ -431,7 +431,7 @@ func (db *DB) restoreMetaSlot(slot int) {
 	if prev != nil {
 		page.EncodeMeta(buf, prev)
 	}
-	if err := db.pager.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
+	if err := db.pager.WriteRuns([]page.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
 		db.logger.Errorf("meta slot %d: writing back its previous meta after a failed write: %v", slot, err)
 		return
 	}
