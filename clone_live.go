@@ -248,9 +248,7 @@ func (c *liveCopy) readMetas() ([]*page.Meta, error) {
 	if err != nil {
 		return nil, err
 	}
-	// readMetas needs only the file (it is Open's reader, which also
-	// finds meta 1 when meta 0 does not name a page size).
-	metas, errs := (&DB{file: c.src}).readMetas(size)
+	metas, errs := page.ReadMetas(c.src, size, nil)
 	var valid []*page.Meta
 	for _, m := range metas {
 		if m != nil {
