@@ -354,13 +354,3 @@ func reopenPath(tx *Tx, b *Bucket) (*Bucket, error) {
 	}
 	return cur, nil
 }
-
-// Err returns the first corruption the transaction met in a method without
-// an error return (Get, cursor moves, Bucket), or nil. View, Update and
-// Commit return it too.
-func (tx *Tx) Err() error {
-	if tx.txState == nil || tx.env == nil {
-		return nil
-	}
-	return tx.env.Err
-}
