@@ -243,7 +243,7 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	db.head = meta
 	db.base = meta
 	db.durable = meta.Txid
-	db.steadySlot = slot
+	db.durableSlot = slot
 	db.lastFullSync = time.Now()
 	db.flushed = meta.Txid
 	db.spaceStats = space.Stats()

@@ -23,8 +23,8 @@ import (
 // them with one flush. That is group commit: N concurrent Updates cost
 // about two flushes, not N.
 //
-// Lock order: writer, then syncMu / spaceMu / mu (each of those is held
-// only briefly and never while taking another).
+// The states (head, base, published, durable, flushed) and the lock order
+// are defined with the DB's fields (db.go).
 //
 // Invariant: db.durable (the steady txid) only grows, and only after the
 // flush that made it durable returned nil.
@@ -88,7 +88,7 @@ func (db *DB) syncKind(forceFull bool) vfs.SyncKind {
 func (db *DB) prepareSync(kind vfs.SyncKind, extra []page.Run) (*syncJob, error) {
 	head := db.head
 	db.syncMu.Lock()
-	steady, slot := db.durable, 1-db.steadySlot
+	steady, slot := db.durable, 1-db.durableSlot
 	db.syncMu.Unlock()
 	if head.Txid == steady {
 		if len(extra) > 0 {
@@ -184,7 +184,7 @@ func (db *DB) finishSync(job *syncJob) error {
 
 	db.syncMu.Lock()
 	db.durable = job.meta.Txid
-	db.steadySlot = job.slot
+	db.durableSlot = job.slot
 	db.slotMeta[job.slot] = job.meta
 	if job.kind == vfs.SyncData {
 		db.lastFullSync = time.Now()
@@ -285,12 +285,11 @@ func (db *DB) flushSteady() error {
 }
 
 // lingerForCommits puts off the sync point this goroutine leads while
-// commits keep coming, for at most half a flush (docs/design.md §3.3). It is reached only when a sync point
-// was in flight at commit time, that is under contention. Without it a
-// flush covered the writers that committed during the previous flush but
-// not those it had just released, which come back within microseconds: N
-// writers shared flushes N/2 at a time (2.4 of 4, 8.1 of 16 on a 2 ms
-// flush).
+// commits keep coming, for at most half a flush (docs/design.md §3.3). It
+// is reached only when a sync point was in flight at commit time, that is
+// under contention. Without it a flush covers the writers that committed
+// during the previous flush but not those it has just released, which come
+// back within microseconds, so N writers share flushes N/2 at a time.
 func (db *DB) lingerForCommits() {
 	start := time.Now()
 	// Waiting longer than a flush costs would lose more than it saves:
@@ -386,16 +385,16 @@ func (db *DB) periodicSyncer(interval time.Duration) {
 func (db *DB) writeCleanMeta() error {
 	db.syncMu.Lock()
 	busy := db.syncing
-	durable, slot := db.durable, 1-db.steadySlot
+	durable, slot := db.durable, 1-db.durableSlot
 	db.syncMu.Unlock()
-	cur := db.readers.Current()
-	if busy || db.head.Txid != durable || cur.Txid != durable || cur.Steady == cur.Txid {
+	published := db.readers.Current()
+	if busy || db.head.Txid != durable || published.Txid != durable || published.Steady == published.Txid {
 		return nil
 	}
-	meta := *cur
+	meta := *published
 	meta.Txid++
 	meta.Steady = meta.Txid
-	meta.Changed = make([]byte, len(cur.Changed))
+	meta.Changed = make([]byte, len(published.Changed))
 	buf := make([]byte, db.pageSize)
 	page.EncodeMeta(buf, &meta)
 	// The writer lock is held throughout, so nothing reads slotMeta[slot]

@@ -203,7 +203,7 @@ func (e *Env) ReadNode(ref page.Ref) (page.Node, error) { return e.readNode(ref)
 // values are blobs (docs/design.md §2.4). Up to eight pages a value lives
 // in its leaf, which then spans several pages as in bbolt: a blob is
 // rounded up to whole pages, and for values of one to a few pages that
-// rounding cost up to 1.3x bbolt's file (issue 10). Past eight pages the
+// rounding made files up to 1.3x bbolt's. Past eight pages the
 // rounding costs at most 1/8 of a value and blobs keep an update next to a
 // large value from rewriting it.
 func (e *Env) MaxInlineValue() int {

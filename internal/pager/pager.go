@@ -756,7 +756,7 @@ func cmpRun(a, b page.Run) int {
 // then sent up to 140x more bytes to storage than rivet wrote (measured:
 // 100 random 4 KiB updates after 1 MiB initial writes cost 51,814 KiB of
 // write_bytes per flush; after 4 KiB initial writes, 399 KiB). The extent
-// is still contiguous on disk, which is what seed 003's metric counts.
+// is still contiguous on disk: only the system calls are split.
 func (p *Pager) writeExtent(buf []byte, off int64) error {
 	chunk := p.ps
 	if chunk < osPageSize {
