@@ -3,10 +3,10 @@ package rivet
 import (
 	"errors"
 	"fmt"
-	"io"
 
 	rerrors "github.com/rivetkv/rivet/errors"
 	"github.com/rivetkv/rivet/internal/boltfile"
+	"github.com/rivetkv/rivet/internal/image"
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/pager"
 )
@@ -113,7 +113,7 @@ func (b *boltBacking) check() []error {
 // and every other page as it is in the file. A copy of a bbolt file is a
 // bbolt file (what a program moving from bbolt expects of a backup), which
 // rivet opens read-only or converts, and bbolt opens as before.
-func (b *boltBacking) copyImage() *copyImage {
+func (b *boltBacking) copyImage() *image.Image {
 	m := b.file.Meta()
 	ps := b.file.PageSize()
 	metas := [2][]byte{make([]byte, ps), make([]byte, ps)}
@@ -122,7 +122,7 @@ func (b *boltBacking) copyImage() *copyImage {
 		m.Txid--
 	}
 	boltfile.EncodeMeta(metas[1], m, 1)
-	return &copyImage{pageSize: ps, hwm: m.HWM, data: b.file.Data(), raw: true, meta: metas[0], meta1: metas[1]}
+	return image.Raw(ps, m.HWM, b.file.Data(), metas[0], metas[1])
 }
 
 // isBboltFile reports whether either of the file's first two pages, at any
@@ -175,20 +175,4 @@ func (db *DB) loadBboltFile(size int64) error {
 		return errConverted
 	}
 	return rerrors.ErrBboltFile
-}
-
-// writeBoltData is copyImage.writeData for a bbolt image: pages [2, hwm)
-// as they are.
-func (img *copyImage) writeBoltData(w io.Writer) (int64, error) {
-	ps := int64(img.pageSize)
-	var n int64
-	for off := 2 * ps; off < int64(img.hwm)*ps; off += copyChunk {
-		end := min(off+copyChunk, int64(img.hwm)*ps)
-		m, err := w.Write(img.data[off:end])
-		n += int64(m)
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }

@@ -2,12 +2,11 @@ package rivet
 
 import (
 	"errors"
-	"fmt"
-	"io"
 	"os"
 	"time"
 
 	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/image"
 	"github.com/rivetkv/rivet/internal/vfs"
 )
 
@@ -143,15 +142,14 @@ func (db *DB) reflinkTo(path string, mode os.FileMode, res *CloneResult) (bool, 
 		return false, nil
 	}
 	defer db.writer.Unlock()
-	call, err := vfs.Reflink(db.file, path, mode)
-	if errors.Is(err, errors.ErrUnsupported) {
-		res.Fallback = err.Error()
-		return false, nil
-	}
+	call, fallback, err := image.Reflink(db.file, path, mode)
 	if err != nil {
 		return false, err
 	}
-	syncDir(vfs.OS(), path)
+	if fallback != "" {
+		res.Fallback = fallback
+		return false, nil
+	}
 	fi, err := os.Stat(path)
 	if err != nil {
 		return false, err
@@ -231,7 +229,7 @@ func (db *DB) copyTo(path string, mode os.FileMode, progress func(int64, int64) 
 	if err != nil {
 		return nil, err
 	}
-	n, err := img.writeNewFile(path, mode, progress)
+	n, err := img.WriteNewFile(vfs.OS(), path, mode, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -239,76 +237,6 @@ func (db *DB) copyTo(path string, mode os.FileMode, progress func(int64, int64) 
 	res.Txid = uint64(tx.ID())
 	res.Size, res.Written = n, n
 	return res, nil
-}
-
-// writeNewFile writes the image to a new file at path (O_EXCL) in the order
-// Tx.CopyFile uses — data pages, flush, both metas, flush, the directory —
-// so a crash leaves a file Open refuses or the whole copy, never a copy
-// whose metas name pages that are not there. On any error, a progress
-// callback's included, the file is removed. It returns the bytes written.
-func (img *copyImage) writeNewFile(path string, mode os.FileMode, progress func(int64, int64) error) (int64, error) {
-	f, err := vfs.OS().OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return 0, err
-	}
-	ps := int64(img.pageSize)
-	total := int64(img.hwm) * ps
-	var w io.Writer = &offsetWriter{f: f, off: 2 * ps}
-	if progress != nil {
-		if err := progress(0, total); err != nil {
-			_ = f.Close()
-			_ = os.Remove(path)
-			return 0, err
-		}
-		w = &progressWriter{w: w, done: 2 * ps, total: total, fn: progress}
-	}
-	err = func() error {
-		if _, err := img.writeData(w); err != nil {
-			return err
-		}
-		if err := f.Sync(vfs.SyncData); err != nil {
-			return err
-		}
-		for i := int64(0); i < 2; i++ {
-			if _, err := f.WriteAt(img.metaPage(i), i*ps); err != nil {
-				return fmt.Errorf("meta %d copy: %w", i, err)
-			}
-		}
-		return f.Sync(vfs.SyncData)
-	}()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(path)
-		return 0, err
-	}
-	syncDir(vfs.OS(), path)
-	if progress != nil {
-		if err := progress(total, total); err != nil {
-			_ = os.Remove(path)
-			return 0, err
-		}
-	}
-	return total, nil
-}
-
-// progressWriter reports the bytes that pass through it (writeData's
-// writes are copyChunk bytes each, so about every megabyte).
-type progressWriter struct {
-	w     io.Writer
-	done  int64
-	total int64
-	fn    func(written, total int64) error
-}
-
-func (p *progressWriter) Write(b []byte) (int, error) {
-	n, err := p.w.Write(b)
-	p.done += int64(n)
-	if err == nil {
-		err = p.fn(p.done, p.total)
-	}
-	return n, err
 }
 
 // CloneFile makes a consistent copy of the rivet file src at dst (which
@@ -349,7 +277,7 @@ func CloneFile(src, dst string, opts *CloneOptions) (*CloneResult, error) {
 	if opts == nil {
 		opts = &CloneOptions{}
 	}
-	locked, err := heldForWriting(src)
+	locked, err := image.HeldForWriting(src)
 	if err != nil {
 		return nil, err
 	}
@@ -368,22 +296,4 @@ func CloneFile(src, dst string, opts *CloneOptions) (*CloneResult, error) {
 		// A writer opened it in between.
 	}
 	return cloneLive(src, dst, opts)
-}
-
-// heldForWriting reports whether another open holds src's lock for
-// writing, by trying for a shared lock once (Open would retry for as long
-// as its timeout, 50 ms at least).
-func heldForWriting(src string) (bool, error) {
-	f, err := vfs.OS().OpenFile(src, os.O_RDONLY, 0)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	switch err := f.TryLock(false); {
-	case errors.Is(err, vfs.ErrLocked):
-		return true, nil
-	case err != nil:
-		return false, err
-	}
-	return false, f.Unlock()
 }

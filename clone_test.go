@@ -449,8 +449,8 @@ func TestCloneFileLiveDamage(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for p := img.hwm - 1; p > 2; p-- {
-			if img.live[p/64]&(1<<(p%64)) != 0 && p != tx.meta.Root.ID {
+		for p := tx.meta.HWM - 1; p > 2; p-- {
+			if img.Reachable(p) && p != tx.meta.Root.ID {
 				victim = p
 				break
 			}

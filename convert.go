@@ -12,6 +12,7 @@ import (
 
 	"github.com/rivetkv/rivet/internal/boltfile"
 	"github.com/rivetkv/rivet/internal/digest"
+	"github.com/rivetkv/rivet/internal/image"
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/vfs"
 )
@@ -298,7 +299,7 @@ func (c *converter) copy(src *DB) (int64, error) {
 	total := max(int64(src.bolt.file.Meta().HWM)*int64(src.pageSize), 1)
 	next := int64(10)
 	var copied int64
-	err = compactInto(dst, src, convertTxBytes, func(n int64) {
+	err = copyCompacted(dst, src, convertTxBytes, func(n int64) {
 		copied = n
 		if pct := n * 100 / total; pct >= next && pct < 100 {
 			c.logger.Infof("%s: converting from bbolt: %d%% (%d of about %d bytes)", c.path, pct, n, total)
@@ -385,7 +386,7 @@ func (c *converter) makeBackup() error {
 
 // copyFileBytes copies the first size bytes of src to dst.
 func copyFileBytes(dst, src vfs.File, size int64) error {
-	buf := make([]byte, copyChunk)
+	buf := make([]byte, image.ChunkSize)
 	for off := int64(0); off < size; off += int64(len(buf)) {
 		n := min(int64(len(buf)), size-off)
 		if _, err := src.ReadAt(buf[:n], off); err != nil && err != io.EOF {

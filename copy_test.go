@@ -231,12 +231,12 @@ func checkNamed(t *testing.T, what string, db *DB) {
 	}
 }
 
-// TestCopyAfterFreeingCommits is the reproduction: three one-key
-// commits (each frees the pages the one before wrote, so the source's meta
-// carries a free-space delta) and a copy. Before copies built their metas
-// field by field, the copy kept the source's delta on top of maps rebuilt
-// from the tree, freed those pages twice, failed Check and refused every
-// write transaction with ErrCorrupt.
+// TestCopyAfterFreeingCommits: three one-key commits (each frees the pages
+// the one before wrote, so the source's meta carries a free-space delta)
+// and a copy. A copy whose meta kept the source's delta on top of maps
+// rebuilt from the tree would free those pages twice, fail Check and
+// refuse every write transaction with ErrCorrupt; the copy's meta is
+// built field by field so that it cannot.
 func TestCopyAfterFreeingCommits(t *testing.T) {
 	db := openTestDB(t, nil)
 	for i := 0; i < 3; i++ {

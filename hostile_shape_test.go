@@ -9,13 +9,13 @@ import (
 	"time"
 
 	rerrors "github.com/rivetkv/rivet/errors"
-	"github.com/rivetkv/rivet/internal/hostile"
 	"github.com/rivetkv/rivet/internal/vfs"
+	"github.com/rivetkv/rivet/testing/hostile"
 )
 
 // Hostile tree shapes (bbolt #877: Check ran for 30 minutes on a damaged
 // file): trees whose pages are shared or form cycles, with every checksum
-// and txid consistent, so that only the shape is wrong (internal/hostile
+// and txid consistent, so that only the shape is wrong (testing/hostile
 // builds them). A walk that follows references without remembering where
 // it has been does work exponential in the depth of a shared subtree, or
 // never ends on a cycle. These tests assert that Check and Open's recovery

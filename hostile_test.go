@@ -16,8 +16,8 @@ import (
 
 	rerrors "github.com/rivetkv/rivet/errors"
 	"github.com/rivetkv/rivet/internal/btree"
-	"github.com/rivetkv/rivet/internal/hostile"
 	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/testing/hostile"
 )
 
 // Hostile files: each test builds a small valid database, damages one

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 	"unsafe"
@@ -531,18 +530,11 @@ func (db *DB) create(fs vfs.FS) error {
 			return err
 		}
 	}
-	syncDir(fs, db.path)
+	vfs.SyncParentDir(fs, db.path)
 	m, err := page.DecodeMeta(0, metaBuf)
 	if err != nil {
 		return err
 	}
 	db.slotMeta = [2]*page.Meta{m, m}
 	return db.start(m, 0)
-}
-
-// syncDir flushes the directory entry of a new file, best effort: a file
-// whose name a crash loses never held a committed state (create) or was a
-// copy nobody was told of yet (CopyFile).
-func syncDir(fs vfs.FS, path string) {
-	_ = fs.SyncDir(filepath.Dir(path))
 }

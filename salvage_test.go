@@ -14,6 +14,7 @@ import (
 
 	rerrors "github.com/rivetkv/rivet/errors"
 	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/internal/salvage"
 )
 
 // dumpVisitor collects what Salvage hands over in dumpDB's shape:
@@ -163,7 +164,7 @@ func TestSalvageLeafFlip(t *testing.T) {
 		t.Fatalf("lost %v, want one leaf", rep.Lost)
 	}
 	l := rep.Lost[0]
-	if salvagePath(l.Bucket) != "b" || l.Page != leaf || l.Key != nil || l.From == nil || l.To == nil ||
+	if salvage.FormatPath(l.Bucket) != "b" || l.Page != leaf || l.Key != nil || l.From == nil || l.To == nil ||
 		string(l.From) > "key0300" || string(l.To) <= "key0300" || !strings.Contains(l.Err.Error(), "checksum") {
 		t.Fatalf("loss %v, want bucket b, a range around key0300 on page %d, bad checksum", l, leaf)
 	}
@@ -197,7 +198,7 @@ func TestSalvageBranchFlip(t *testing.T) {
 	h.write(path)
 
 	got, rep := salvageDump(t, path)
-	if len(rep.Lost) != 1 || rep.Lost[0].Page != victim || salvagePath(rep.Lost[0].Bucket) != "b" {
+	if len(rep.Lost) != 1 || rep.Lost[0].Page != victim || salvage.FormatPath(rep.Lost[0].Bucket) != "b" {
 		t.Fatalf("lost %v, want the branch %d of bucket b", rep.Lost, victim)
 	}
 	if idx >= 0 {
@@ -350,7 +351,7 @@ func FuzzSalvage(f *testing.F) {
 			b[int(off)%len(b)] ^= x
 		}
 		v := &dumpVisitor{out: map[string]string{}}
-		rep, err := salvage(bytes.NewReader(b), int64(len(b)), v)
+		rep, err := salvage.Read(bytes.NewReader(b), int64(len(b)), v)
 		if err != nil {
 			return
 		}
@@ -368,8 +369,8 @@ func TestSalvageRandomDamage(t *testing.T) {
 	_, img := hostileDB(t)
 	orig := imageDump(t, img)
 	newest := newHimg(t, img).meta().Txid
-	r := rand.New(rand.NewSource(13))
-	lossy := 0
+	r := rand.New(rand.NewSource(testSeed(t)))
+	lossy, ran, refused := 0, 0, 0
 	for i := range 300 {
 		b := append([]byte(nil), img...)
 		for range 1 + r.Intn(4) {
@@ -380,13 +381,15 @@ func TestSalvageRandomDamage(t *testing.T) {
 		}
 		v := &dumpVisitor{out: map[string]string{}}
 		start := time.Now()
-		rep, err := salvage(bytes.NewReader(b), int64(len(b)), v)
+		rep, err := salvage.Read(bytes.NewReader(b), int64(len(b)), v)
 		if d := time.Since(start); d > time.Second {
 			t.Fatalf("damage %d: salvage took %v", i, d)
 		}
 		if err != nil {
+			refused++
 			continue
 		}
+		ran++
 		want := orig
 		if rep.Txid != newest {
 			// An older state: bucket z, created by the last commit, is not
@@ -402,5 +405,11 @@ func TestSalvageRandomDamage(t *testing.T) {
 			lossy++
 		}
 	}
-	t.Logf("300 damaged files, %d with entries lost", lossy)
+	t.Logf("300 damaged files: %d salvaged (%d with entries lost), %d refused", ran, lossy, refused)
+	// A refusal needs both metas unusable or the root's page damaged: a
+	// few of 300 files with 1-4 flipped bytes and one in ten cut short.
+	// Most must have been salvaged and checked, or the test checks little.
+	if ran < 240 || lossy == 0 {
+		t.Fatalf("only %d of 300 damaged files were salvaged (%d lossy): too few to test anything", ran, lossy)
+	}
 }

@@ -89,7 +89,7 @@ func TestOpenBboltFileSaysSo(t *testing.T) {
 
 // TestCheckNotesDamagedNewestMeta: `rivet check` on a cleanly closed file
 // whose newest meta has one byte flipped opens at the previous commit and
-// must say so in a note (issue 10: it printed only "ok").
+// must say so in a note, not print only "ok".
 func TestCheckNotesDamagedNewestMeta(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.db")
 	db, err := rivet.Open(path, 0o600, &rivet.Options{PageSize: 4096})

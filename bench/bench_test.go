@@ -254,7 +254,7 @@ func checkNewWorkloads(t *testing.T, cfg Config, rs []Result, engines []string) 
 	}
 }
 
-// TestDurabilityVariants runs issue 5's comparison on every durability
+// TestDurabilityVariants runs the concurrent-durable comparison on every durability
 // variant and checks what the flush counts must say whatever the machine:
 // Full and Barrier (a full flush on Linux and Windows) flush once per
 // single-writer commit, Periodic and None almost never, and bbolt counts

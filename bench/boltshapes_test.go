@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/rivetkv/rivet"
-	"github.com/rivetkv/rivet/internal/digest"
+	"github.com/rivetkv/rivet/inspect"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -274,7 +274,7 @@ func fillOverflow(db *bolt.DB) error {
 	})
 }
 
-// boltView adapts a bbolt bucket (or a transaction's root) to digest.Bucket.
+// boltView adapts a bbolt bucket (or a transaction's root) to inspect.WalkBucket.
 type boltView struct {
 	tx *bolt.Tx
 	b  *bolt.Bucket
@@ -289,7 +289,7 @@ func (v boltView) ForEach(fn func(k, val []byte, isBucket bool) error) error {
 	})
 }
 
-func (v boltView) Bucket(name []byte) digest.Bucket {
+func (v boltView) Bucket(name []byte) inspect.WalkBucket {
 	var c *bolt.Bucket
 	if v.b == nil {
 		c = v.tx.Bucket(name)
@@ -309,7 +309,7 @@ func (v boltView) Sequence() uint64 {
 	return v.b.Sequence()
 }
 
-// rivetView adapts a rivet bucket (or a transaction's root) to digest.Bucket.
+// rivetView adapts a rivet bucket (or a transaction's root) to inspect.WalkBucket.
 type rivetView struct {
 	tx *rivet.Tx
 	b  *rivet.Bucket
@@ -324,7 +324,7 @@ func (v rivetView) ForEach(fn func(k, val []byte, isBucket bool) error) error {
 	})
 }
 
-func (v rivetView) Bucket(name []byte) digest.Bucket {
+func (v rivetView) Bucket(name []byte) inspect.WalkBucket {
 	var c *rivet.Bucket
 	if v.b == nil {
 		c = v.tx.Bucket(name)
@@ -345,16 +345,16 @@ func (v rivetView) Sequence() uint64 {
 }
 
 // boltDigest is the digest of bbolt's own view of the file at path.
-func boltDigest(t testing.TB, path string) *digest.Digest {
+func boltDigest(t testing.TB, path string) *inspect.Digest {
 	t.Helper()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var d *digest.Digest
+	var d *inspect.Digest
 	if err := db.View(func(tx *bolt.Tx) error {
-		d, err = digest.Of(boltView{tx: tx})
+		d, err = inspect.DigestOf(boltView{tx: tx})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -363,12 +363,12 @@ func boltDigest(t testing.TB, path string) *digest.Digest {
 }
 
 // rivetDigest is the digest of what db's newest state holds.
-func rivetDigest(t testing.TB, db *rivet.DB) *digest.Digest {
+func rivetDigest(t testing.TB, db *rivet.DB) *inspect.Digest {
 	t.Helper()
-	var d *digest.Digest
+	var d *inspect.Digest
 	if err := db.View(func(tx *rivet.Tx) error {
 		var err error
-		d, err = digest.Of(rivetView{tx: tx})
+		d, err = inspect.DigestOf(rivetView{tx: tx})
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -279,7 +279,7 @@ const (
 	// is relative to it, as users compare against what they run today.
 	BaselineEngine = "bbolt"
 	// BoltNoFreelistSyncEngine is bbolt with Options.NoFreelistSync, the
-	// workaround containerd uses and buildkit proposed (seed 000).
+	// workaround containerd uses and buildkit proposed.
 	BoltNoFreelistSyncEngine = "bbolt-nofreelistsync"
 	// LMDBEngine is LMDB through cgo; it exists only in binaries built with
 	// cgo and the build tag "lmdb" (see bench/lmdb).

@@ -7,8 +7,8 @@ import (
 )
 
 // The durability variants: rivet in its three other durability modes, and
-// bbolt with NoSync, the mode containerd and buildkit users switch to (seed
-// 004) and the speed issue 5 asks rivet's Periodic and None to approach.
+// bbolt with NoSync, the mode containerd and buildkit users switch to and
+// the speed rivet's Periodic and None aim to approach.
 // They exist for the concurrent-durable and mode-latency workloads. They
 // are variants, not engines of their own: a run that names no engines
 // leaves them out (see Variant), and they are not Inspectors (their files

@@ -135,5 +135,5 @@ func (e rivetEngine) CompactFile(src, dst string, txMaxSize int64) (err error) {
 			err = cerr
 		}
 	}()
-	return rivet.Compact(d, s, txMaxSize)
+	return rivet.CompactInto(d, s, txMaxSize)
 }

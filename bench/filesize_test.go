@@ -53,7 +53,7 @@ func loadShape(s smallFileShape, seed int64, begin func() (put func(k, v []byte)
 	return nil
 }
 
-// TestSmallFilesSizedLikeBbolt (issue 10): a new file and a small one are
+// TestSmallFilesSizedLikeBbolt: a new file and a small one are
 // as small as bbolt's. Each shape is loaded into a fresh rivet file and a
 // fresh bbolt v1.5 file with default options; rivet's file may be at most
 // 1.10x bbolt's (it was 16 MiB against 16 KiB new, 2 MiB for 4,000 values).

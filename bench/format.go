@@ -1,11 +1,11 @@
 package bench
 
 import (
-	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/rivetkv/rivet/bytesize"
 )
 
 // Unit says how a figure's numbers are to be read and printed.
@@ -98,62 +98,10 @@ func sig3(v float64) string {
 	}
 }
 
-// Size is a byte count that parses human suffixes ("256MiB", "1G", "4096").
-// It implements flag.Value and pflag.Value, so both command-line front ends
+// Size is a byte count that parses human suffixes ("256MiB", "1G",
+// "4096"): the library's bytesize.Size, so the harness and rivet's tool
 // take the same syntax.
-type Size int64
-
-// sizeSuffixes are tried longest first; K, M and G are binary, as sizes of
-// files and memory maps are.
-var sizeSuffixes = []struct {
-	s string
-	m int64
-}{
-	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
-	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
-	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40},
-	{"b", 1},
-}
+type Size = bytesize.Size
 
 // ParseSize parses a byte count with an optional unit suffix.
-func ParseSize(s string) (Size, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	mult := int64(1)
-	for _, suf := range sizeSuffixes {
-		if strings.HasSuffix(t, suf.s) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, suf.s)), suf.m
-			break
-		}
-	}
-	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f < 0 || math.IsNaN(f) || f*float64(mult) > math.MaxInt64/2 {
-		return 0, fmt.Errorf("invalid size %q (want e.g. 4096, 2MiB, 1GiB)", s)
-	}
-	return Size(f * float64(mult)), nil
-}
-
-// String implements flag.Value.
-func (z Size) String() string {
-	switch {
-	case z != 0 && z%(1<<30) == 0:
-		return strconv.FormatInt(int64(z>>30), 10) + "GiB"
-	case z != 0 && z%(1<<20) == 0:
-		return strconv.FormatInt(int64(z>>20), 10) + "MiB"
-	case z != 0 && z%(1<<10) == 0:
-		return strconv.FormatInt(int64(z>>10), 10) + "KiB"
-	}
-	return strconv.FormatInt(int64(z), 10)
-}
-
-// Set implements flag.Value.
-func (z *Size) Set(s string) error {
-	v, err := ParseSize(s)
-	if err != nil {
-		return err
-	}
-	*z = v
-	return nil
-}
-
-// Type implements pflag.Value (the type name shown in cobra's help).
-func (z *Size) Type() string { return "size" }
+func ParseSize(s string) (Size, error) { return bytesize.Parse(s) }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/rivetkv/rivet/internal/hostile"
+	"github.com/rivetkv/rivet/testing/hostile"
 )
 
 // bbolt's page layout (go.etcd.io/bbolt v1.5 internal/common, little-endian

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rivetkv/rivet/internal/hostile"
+	"github.com/rivetkv/rivet/testing/hostile"
 	bolt "go.etcd.io/bbolt"
 )
 

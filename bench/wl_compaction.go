@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// compaction measures giving space back (issue 11): a file grown to --size
+// compaction measures giving space back: a file grown to --size
 // and then emptied to 100 keys (as in fragmented), and one with half of its
 // keys deleted at random, each compacted offline into a new file — the only
 // way bbolt gives space back. Figures: the file size before and after, and

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// concurrentDurable is issue 5's benchmark: many goroutines each making
+// concurrentDurable measures group commit: many goroutines each making
 // durable one-key commits. An engine with group commit lets concurrent
 // commits share a flush, so throughput grows with the goroutines; one that
 // flushes per commit stays flat. bbolt's answer is DB.Batch, which merges

@@ -4,7 +4,7 @@ import "context"
 
 // durableWrites is the plain cost of durability: one key per transaction,
 // each commit durable before the next starts, on a fresh DB. It is the
-// number that decides whether users can leave fsync on (seed 004: containerd
+// number that decides whether users can leave fsync on (containerd
 // users turn durability off because of it).
 var durableWrites = Workload{
 	Name:    "durable-writes",

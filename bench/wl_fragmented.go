@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// fragmented reproduces the buildkit report (seed 000): a metadata DB that
+// fragmented reproduces buildkit's report (moby/buildkit #6882): a metadata DB that
 // once grew large and was then garbage-collected down to a few live keys.
 // bbolt rewrites its whole freelist on every commit, so each one-key commit
 // on such a file writes megabytes; NoFreelistSync avoids that but makes Open

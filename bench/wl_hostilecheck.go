@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rivetkv/rivet/internal/hostile"
+	"github.com/rivetkv/rivet/testing/hostile"
 )
 
 // hostileCheck times each engine's Check on files whose trees share
@@ -16,7 +16,7 @@ import (
 // a damaged file). The engine writes hostileCheckKeys keys into its
 // bucket; the bucket's tree is then rewritten, from its own pages, into
 // each of hostile.Shapes, hostileCheckLevels deep (rivet's file by
-// internal/hostile, every checksum re-sealed; bbolt's by damageBbolt,
+// testing/hostile, every checksum re-sealed; bbolt's by damageBbolt,
 // bbolt having no page checksums), and the engine's Check runs on it in a
 // child process stopped after --duration: a check that never ends or
 // crashes its process (on bbolt, a cycle is a stack overflow, fatal and not

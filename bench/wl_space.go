@@ -10,7 +10,7 @@ import (
 // space measures what real bbolt users' data costs on disk: each shape is
 // loaded into a fresh file with default options and the file closed; the
 // figures are the file's size (what stat reports) and the load time. The
-// shapes are the table of issue 10, at its sizes when --keys is 100,000
+// shapes are users' data shapes, at their sizes when --keys is 100,000
 // (the demo preset) and scaled with --keys otherwise; "small service" is
 // always 4,000 values.
 var space = Workload{

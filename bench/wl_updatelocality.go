@@ -6,8 +6,7 @@ import (
 	"time"
 )
 
-// updateLocality is the measurement of seed 003 (Voron's "seeks per
-// flush"): random updates of existing keys in 100-key transactions on a
+// updateLocality measures Voron's "seeks per flush": random updates of existing keys in 100-key transactions on a
 // large DB. Each transaction dirties ~100 leaves all over the tree; where
 // the engine puts their copies decides how many separate write runs (seeks,
 // on a disk that has them) a commit needs and how many bytes it writes.
@@ -17,7 +16,7 @@ var updateLocality = Workload{
 	Run:     runUpdateLocality,
 }
 
-// localityTxnKeys is the keys updated per transaction (seed 003).
+// localityTxnKeys is the keys updated per transaction.
 const localityTxnKeys = 100
 
 func runUpdateLocality(ctx context.Context, env *Env) error {

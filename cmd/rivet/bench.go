@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/rivetkv/rivet/bench"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 )
 
 // benchFlags are the bench command's options. Sizes start from a preset and
@@ -108,9 +106,10 @@ func workloadHelp() string {
 
 // engineList resolves the engines to run: --engines verbatim, else rivet
 // plus whatever --vs names, with "bbolt" standing for both bbolt
-// configurations because the pair is the seed report's comparison, and
-// "modes" for issue 5's: rivet in every durability mode, bbolt default and
-// bbolt with NoSync.
+// configurations (bbolt's default and bbolt without a freelist sync, the
+// pair bbolt users compare with), and "modes" for the durability
+// comparison: rivet in every durability mode, bbolt default and bbolt with
+// NoSync.
 func engineList(f *benchFlags) []string {
 	if len(f.engines) > 0 {
 		return f.engines
@@ -219,13 +218,6 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	return err
 }
 
-// isTerminal reports whether w is a terminal. A bar redrawn with carriage
-// returns is noise in a pipe, a file or a CI log.
-func isTerminal(w io.Writer) bool {
-	file, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(file.Fd()))
-}
-
 // progressBars draws one bar per long phase on w, erased when the phase
 // ends so the table below stays clean.
 func progressBars(w io.Writer) bench.ProgressFunc {
@@ -250,3 +242,7 @@ func (p phaseBar) Add(n int64) { _ = p.bar.Add64(n) }
 
 // Done implements bench.Progress; the bar fills and is erased.
 func (p phaseBar) Done() { _ = p.bar.Finish() }
+
+// benchEngines lists the engines "rivet bench" can run, for "rivet
+// version".
+func benchEngines() string { return strings.Join(bench.EngineNames(), ", ") }

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
@@ -118,4 +119,49 @@ func pathString(path [][]byte) string {
 // errNotFound reports a missing bucket or key: exit code 1.
 func errNotFound(what string, path [][]byte) error {
 	return fmt.Errorf("%s not found: %s", what, pathString(path))
+}
+
+// groupDigits prints n with thousands separators: 1,234,567.
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := n < 0
+	if neg {
+		s = s[1:]
+	}
+	out := make([]byte, 0, len(s)+len(s)/3+1)
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}
+
+// seconds prints a duration as "12.3 s".
+func seconds(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+
+// sizeString prints a byte count in binary units.
+func sizeString(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// percent prints part as a share of whole ("12.5%"), or "-" when whole is
+// not positive.
+func percent(part, whole float64) string {
+	if whole <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*part/whole)
 }

@@ -65,19 +65,6 @@ is cut. On a terminal, a progress line shows the bytes rewritten so far
 	}
 }
 
-// sizeString prints a byte count in binary units.
-func sizeString(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
 // showCompactProgress draws, on a terminal, the bytes compaction has
 // rewritten so far (from DB.Stats), until the returned func is called,
 // which erases the line. The total is known only at the end, so this is a

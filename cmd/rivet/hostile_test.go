@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/rivetkv/rivet"
-	"github.com/rivetkv/rivet/internal/hostile"
+	"github.com/rivetkv/rivet/testing/hostile"
 )
 
 // TestCheckHostileShapes: `rivet check` on files whose trees share subtrees

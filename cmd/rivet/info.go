@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,7 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/rivetkv/rivet"
-	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/inspect"
 	"github.com/spf13/cobra"
 	bolt "go.etcd.io/bbolt"
 )
@@ -135,43 +134,28 @@ func bboltInfo(path string, w io.Writer, info *fileInfo) (err error) {
 	})
 }
 
-// readRivetMetas decodes both meta pages of a rivet file with the format
-// package's own validation, reporting each slot's state.
+// readRivetMetas decodes both meta pages of a rivet file with the
+// library's own validation, reporting each slot's state.
 func readRivetMetas(path string) []metaInfo {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	head := make([]byte, page.MinPageSize)
-	n, _ := f.ReadAt(head, 0)
-	ps, ok := page.MetaPageSize(head[:n])
-	var sizes []int
-	if ok {
-		sizes = []int{ps}
-	} else {
-		for ps := page.MinPageSize; ps <= page.MaxPageSize; ps *= 2 {
-			sizes = append(sizes, ps)
-		}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil
 	}
+	metas, errs := inspect.ReadMetas(f, fi.Size())
 	out := make([]metaInfo, 2)
-	for slot := range out {
-		out[slot] = metaInfo{Slot: slot, Problem: "unreadable"}
-		for _, ps := range sizes {
-			buf := make([]byte, ps)
-			if n, _ := f.ReadAt(buf, int64(slot*ps)); n < ps {
-				continue
-			}
-			m, err := page.DecodeMeta(page.ID(slot), buf)
-			if err != nil {
-				out[slot].Problem = err.Error()
-				continue
-			}
-			out[slot] = metaInfo{Slot: slot, Valid: true, FormatVersion: binary.LittleEndian.Uint32(buf[4:]),
-				Txid: m.Txid, Steady: m.Steady, HighWaterMark: m.HWM, FreePages: m.FreePages,
-				Regions: m.RegionCount(), DeltaRuns: len(m.Delta)}
-			break
+	for slot, m := range metas {
+		if m == nil {
+			out[slot] = metaInfo{Slot: slot, Problem: errs[slot].Error()}
+			continue
 		}
+		out[slot] = metaInfo{Slot: slot, Valid: true, FormatVersion: m.FormatVersion,
+			Txid: m.Txid, Steady: m.Steady, HighWaterMark: m.HWM, FreePages: m.FreePages,
+			Regions: m.Regions, DeltaRuns: len(m.Delta)}
 	}
 	return out
 }

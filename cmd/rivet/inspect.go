@@ -190,13 +190,6 @@ func printStats(w io.Writer, st *fileStats, top int) error {
 	return tw.Flush()
 }
 
-func percent(part, whole float64) string {
-	if whole <= 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f%%", 100*part/whole)
-}
-
 func newCheckCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check FILE",

@@ -9,10 +9,9 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strings"
 
 	"github.com/rivetkv/rivet"
-	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/inspect"
 	"github.com/spf13/cobra"
 )
 
@@ -71,7 +70,7 @@ type pageMap struct {
 	colors      []string
 	names       []string
 	order       []int  // top-level buckets, largest first
-	tailStart   uint64 // the first page of the free tail: after the last page of data (or page.MinPages)
+	tailStart   uint64 // the first page of the free tail: after the last page of data (or inspect.MinPages)
 	problems    int
 
 	// the cell being filled, and its page counts per category
@@ -87,7 +86,7 @@ func newPageMap(s *pageScan) *pageMap {
 		cells:    make([]int32, 0, (fp+per-1)/per),
 		catPages: make([]int64, catBuckets),
 		// The metas and region 0's map slots stay in any file.
-		tailStart: min(page.MinPages, fp),
+		tailStart: min(inspect.MinPages, fp),
 		byName:    map[string]int32{},
 		counts:    map[int32]uint64{},
 	}
@@ -415,19 +414,6 @@ func (m *pageMap) writeHTML(w io.Writer) error {
 	})
 }
 
-// commas prints n with thousands separators.
-func commas(n uint64) string {
-	s := fmt.Sprint(n)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
 func newMapCmd() *cobra.Command {
 	var output string
 	var asHTML bool
@@ -511,7 +497,7 @@ written all the same.
 				}
 			}
 			t := m.totals()
-			fmt.Fprintf(report, "wrote %s: %s pages, %s free, tail of %s reclaimable\n", output, commas(m.filePages), t.FreePct, sizeString(t.TailBytes))
+			fmt.Fprintf(report, "wrote %s: %s pages, %s free, tail of %s reclaimable\n", output, groupDigits(int64(m.filePages)), t.FreePct, sizeString(t.TailBytes))
 			if m.problems > 0 {
 				return fmt.Errorf("%s: %d run(s) of pages with a problem (see rivet pages %s)", path, m.problems, path)
 			}

@@ -11,10 +11,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/rivetkv/rivet"
-	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/inspect"
 	"github.com/spf13/cobra"
 )
 
@@ -77,41 +76,6 @@ func withPages(path string, w io.Writer, fn func(s *pageScan, tx *rivet.Tx) erro
 	})
 }
 
-// showWalkProgress prints, on a terminal, how long a walk has been
-// running once it passes a second, and erases the line when stop is called.
-func showWalkProgress(w io.Writer, what string) (stop func()) {
-	if !isTerminal(w) {
-		return func() {}
-	}
-	start := time.Now()
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		shown := false
-		for {
-			select {
-			case <-done:
-				if shown {
-					fmt.Fprint(w, "\r\033[K")
-				}
-				return
-			case <-t.C:
-				if d := time.Since(start); d >= time.Second {
-					shown = true
-					fmt.Fprintf(w, "\r\033[K%s: %s", what, d.Round(100*time.Millisecond))
-				}
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-finished
-	}
-}
-
 // pageTotals counts runs and pages per kind.
 type pageTotals struct {
 	runs, pages map[rivet.PageKind]int64
@@ -142,7 +106,7 @@ func useText(u rivet.PageUse, s *pageScan) string {
 			b.WriteString(", the other slot (not this snapshot's)")
 		}
 	case rivet.PageRegionMap:
-		r := uint64(u.ID) / page.RegionPages(s.pageSize)
+		r := uint64(u.ID) / inspect.RegionPages(s.pageSize)
 		fmt.Fprintf(&b, "region %d map", r)
 		if u.Current {
 			fmt.Fprintf(&b, ", current; the page lists %d free", u.Count)
@@ -487,59 +451,46 @@ func printPage(w io.Writer, f *os.File, s *pageScan, id uint64, u rivet.PageUse,
 // decodePage prints the header and contents of the run in buf (its first
 // pages), by what the header says it is.
 func decodePage(w io.Writer, buf []byte, s *pageScan, id uint64, u rivet.PageUse, format string) {
-	ps := s.pageSize
-	if id < 2 {
-		decodeMeta(w, buf[:ps], id)
+	p, err := inspect.DecodePage(buf, id, s.pageSize, s.hwm)
+	if err != nil {
+		fmt.Fprintf(w, "  contents   not decoded: %v\n", err)
 		return
 	}
-	if page.IsZeroPage(buf[:ps]) {
+	if id < 2 {
+		decodeMeta(w, p, buf[:s.pageSize])
+		return
+	}
+	if p.Zero {
 		fmt.Fprintf(w, "  (all zeros)\n")
 		return
 	}
-	h, err := page.ReadHeader(id, buf)
-	if err != nil {
-		fmt.Fprintf(w, "  header     unreadable: %v\n", err)
-		return
-	}
+	h := p.Header
 	fmt.Fprintf(w, "  header     type %d (%v), flags %d, count %d, txid %d, page id %d, overflow %d, checksum field %08x\n",
 		uint16(h.Type), h.Type, h.Flags, h.Count, h.Txid, h.ID, h.Overflow, h.Checksum)
 	if h.ID != id {
 		fmt.Fprintf(w, "  note       the header names page %d, not %d\n", h.ID, id)
 	}
-	switch h.Type {
-	case page.TypeBranch, page.TypeLeaf:
-		pages := min(h.Pages(), uint64(len(buf)/ps))
-		n, err := page.NodeFromBuffer(buf[:pages*uint64(ps)], ps, id, 0, s.hwm)
-		if err != nil {
-			fmt.Fprintf(w, "  contents   do not decode: %s\n", oneLine(err))
+	switch {
+	case p.Err != nil:
+		fmt.Fprintf(w, "  contents   do not decode: %s\n", oneLine(p.Err))
+	case p.Node != nil:
+		decodeNode(w, p.Node, format)
+	case p.Blob != nil:
+		b := p.Blob
+		if b.PagesRead < b.Pages {
+			fmt.Fprintf(w, "  blob       %d payload bytes in %d pages (first %d pages shown)\n", b.Length, b.Pages, b.PagesRead)
+			preview(w, b.Payload, int(b.Length), format)
 			return
 		}
-		decodeNode(w, n, format)
-	case page.TypeBlob:
-		pages := min(h.Pages(), s.hwm-id)
-		ref := page.ExtentRef{Ref: page.Ref{ID: id}, Pages: uint32(pages)}
-		first := buf[:min(uint64(len(buf)), pages*uint64(ps))]
-		// Only the first pages were read: check the header as
-		// ReadBlobExtent does, without its whole-run bound.
-		if uint64(len(first)) < pages*uint64(ps) {
-			fmt.Fprintf(w, "  blob       %d payload bytes in %d pages (first %d pages shown)\n", h.Count, pages, len(first)/ps)
-			preview(w, first[min(len(first), page.BlobPayloadStart):], int(h.Count), format)
-			return
-		}
-		ext, err := page.ReadBlobExtent(first, id, ps, ref, s.hwm)
-		if err != nil {
-			fmt.Fprintf(w, "  contents   do not decode: %s\n", oneLine(err))
-			return
-		}
-		fmt.Fprintf(w, "  blob       %d payload bytes in %d pages\n", len(ext.Payload), pages)
-		if ext.Next.ID != 0 {
-			fmt.Fprintf(w, "  next       extent at page %d (%d pages, txid %d, checksum %08x)\n", ext.Next.ID, ext.Next.Pages, ext.Next.Txid, ext.Next.Checksum)
+		fmt.Fprintf(w, "  blob       %d payload bytes in %d pages\n", b.Length, b.Pages)
+		if b.Next.ID != 0 {
+			fmt.Fprintf(w, "  next       extent at page %d (%d pages, txid %d, checksum %08x)\n", b.Next.ID, b.Next.Pages, b.Next.Txid, b.Next.Checksum)
 		} else {
 			fmt.Fprintf(w, "  next       none: the last extent\n")
 		}
-		preview(w, ext.Payload, len(ext.Payload), format)
-	case page.TypeRegionMap:
-		decodeRegionMap(w, buf[:ps], s, id, u)
+		preview(w, b.Payload, int(b.Length), format)
+	case p.RegionMap != nil:
+		decodeRegionMap(w, p.RegionMap, u)
 	default:
 		fmt.Fprintf(w, "  contents   not a page type rivet writes\n")
 	}
@@ -562,97 +513,66 @@ func preview(w io.Writer, b []byte, total int, format string) {
 }
 
 // decodeNode prints a branch's or leaf's elements.
-func decodeNode(w io.Writer, n page.Node, format string) {
-	if !n.IsLeaf() {
-		fmt.Fprintf(w, "  %d separator keys and children:\n", n.Count())
-		for i := 0; i < n.Count(); i++ {
-			k, err := n.BranchKey(i)
-			if err != nil {
-				fmt.Fprintf(w, "  %5d  %s\n", i, oneLine(err))
-				return
-			}
-			c := n.BranchChild(i)
-			fmt.Fprintf(w, "  %5d  %s -> page %d (txid %d, checksum %08x)\n", i, formatBytes(k, format), c.ID, c.Txid, c.Checksum)
+func decodeNode(w io.Writer, n *inspect.Node, format string) {
+	if !n.Leaf {
+		fmt.Fprintf(w, "  %d separator keys and children:\n", n.Count)
+		for i, e := range n.Elements {
+			fmt.Fprintf(w, "  %5d  %s -> page %d (txid %d, checksum %08x)\n", i, formatBytes(e.Key, format), e.Child.ID, e.Child.Txid, e.Child.Checksum)
+		}
+		if n.Err != nil {
+			fmt.Fprintf(w, "  %5d  %s\n", len(n.Elements), oneLine(n.Err))
 		}
 		return
 	}
-	fmt.Fprintf(w, "  %d keys:\n", n.Count())
-	for i := 0; i < n.Count(); i++ {
-		flags, k, v, err := n.LeafElem(i)
-		if err != nil {
-			fmt.Fprintf(w, "  %5d  %s\n", i, oneLine(err))
-			return
-		}
+	fmt.Fprintf(w, "  %d keys:\n", n.Count)
+	for i, e := range n.Elements {
 		what := ""
-		switch flags {
-		case 0:
-			what = fmt.Sprintf("value of %d bytes", len(v))
-		case page.FlagBucket:
-			rec, err := page.DecodeBucketRecord(n.ID(), v)
+		switch {
+		case e.Flags == 0:
+			what = fmt.Sprintf("value of %d bytes", len(e.Value))
+		case e.Flags == inspect.FlagBucket && e.Err != nil:
+			what = "bucket record that does not decode: " + oneLine(e.Err)
+		case e.Flags == inspect.FlagBucket:
+			rec := e.Bucket
 			switch {
-			case err != nil:
-				what = "bucket record that does not decode: " + oneLine(err)
-			case rec.Inline != nil:
-				keys := 0
-				if in, err := page.InlineLeaf(n.ID(), rec.Inline); err == nil {
-					keys = in.Count()
-				}
-				what = fmt.Sprintf("inline bucket: %d keys in %d bytes, sequence %d", keys, len(rec.Inline), rec.Sequence)
+			case rec.Inline:
+				what = fmt.Sprintf("inline bucket: %d keys in %d bytes, sequence %d", rec.InlineKeys, rec.InlineBytes, rec.Sequence)
 			case rec.Root.IsZero():
 				what = fmt.Sprintf("empty bucket, sequence %d", rec.Sequence)
 			default:
 				what = fmt.Sprintf("bucket: root page %d (txid %d, checksum %08x), sequence %d", rec.Root.ID, rec.Root.Txid, rec.Root.Checksum, rec.Sequence)
 			}
-		case page.FlagBlob:
-			b, err := page.DecodeBlobRef(n.ID(), v)
-			if err != nil {
-				what = "blob reference that does not decode: " + oneLine(err)
-			} else {
-				what = fmt.Sprintf("large value of %d bytes: blob at page %d (%d pages, txid %d, checksum %08x)", b.Length, b.First.ID, b.First.Pages, b.First.Txid, b.First.Checksum)
-			}
+		case e.Flags == inspect.FlagBlob && e.Err != nil:
+			what = "blob reference that does not decode: " + oneLine(e.Err)
+		case e.Flags == inspect.FlagBlob:
+			b := e.Blob
+			what = fmt.Sprintf("large value of %d bytes: blob at page %d (%d pages, txid %d, checksum %08x)", b.Length, b.First.ID, b.First.Pages, b.First.Txid, b.First.Checksum)
 		default:
-			what = fmt.Sprintf("unknown flags %d, %d bytes", flags, len(v))
+			what = fmt.Sprintf("unknown flags %d, %d bytes", e.Flags, len(e.Value))
 		}
-		fmt.Fprintf(w, "  %5d  %s  %s\n", i, formatBytes(k, format), what)
+		fmt.Fprintf(w, "  %5d  %s  %s\n", i, formatBytes(e.Key, format), what)
+	}
+	if n.Err != nil {
+		fmt.Fprintf(w, "  %5d  %s\n", len(n.Elements), oneLine(n.Err))
 	}
 }
 
 // decodeRegionMap prints a map slot's free pages, in runs.
-func decodeRegionMap(w io.Writer, buf []byte, s *pageScan, id uint64, u rivet.PageUse) {
-	rp := page.RegionPages(s.pageSize)
-	r := id / rp
-	txid, free, err := page.DecodeRegionMap(buf, s.pageSize, id)
-	if err != nil {
-		fmt.Fprintf(w, "  contents   do not decode: %s\n", oneLine(err))
-		return
-	}
-	slot := "A"
-	if id == page.MapSlot(s.pageSize, r, 1) {
-		slot = "B"
-	}
+func decodeRegionMap(w io.Writer, m *inspect.RegionMap, u rivet.PageUse) {
 	state := "the slot this snapshot's meta selects"
 	if !u.Current {
 		state = "not the slot this snapshot's meta selects: another state's version (the meta's delta applies to the current one)"
 	}
-	fmt.Fprintf(w, "  region     %d (pages %d-%d), slot %s, written by txn %d: %s\n", r, r*rp, (r+1)*rp-1, slot, txid, state)
+	fmt.Fprintf(w, "  region     %d (pages %d-%d), slot %s, written by txn %d: %s\n", m.Region, m.First, m.First+m.Pages-1, "AB"[m.Slot:m.Slot+1], m.Txid, state)
 	var runs []string
-	count := 0
-	for i := uint64(0); i < rp; {
-		if free[i/64]&(1<<(i%64)) == 0 {
-			i++
-			continue
-		}
-		j := i
-		for j < rp && free[j/64]&(1<<(j%64)) != 0 {
-			j++
-		}
-		count += int(j - i)
-		if j-i == 1 {
-			runs = append(runs, strconv.FormatUint(r*rp+i, 10))
+	count := uint64(0)
+	for _, r := range m.Free {
+		count += r.N
+		if r.N == 1 {
+			runs = append(runs, strconv.FormatUint(r.First, 10))
 		} else {
-			runs = append(runs, fmt.Sprintf("%d-%d", r*rp+i, r*rp+j-1))
+			runs = append(runs, fmt.Sprintf("%d-%d", r.First, r.First+r.N-1))
 		}
-		i = j
 	}
 	fmt.Fprintf(w, "  free       %d pages in %d runs\n", count, len(runs))
 	for len(runs) > 0 {
@@ -662,51 +582,56 @@ func decodeRegionMap(w io.Writer, buf []byte, s *pageScan, id uint64, u rivet.Pa
 	}
 }
 
-// decodeMeta prints every field of meta page id.
-func decodeMeta(w io.Writer, buf []byte, id uint64) {
-	m, err := page.DecodeMeta(id, buf)
-	if err != nil {
-		if page.IsZeroPage(buf) {
+// decodeMeta prints every field of the meta page p, decoded from buf.
+func decodeMeta(w io.Writer, p *inspect.Page, buf []byte) {
+	m := p.Meta
+	if m == nil {
+		if p.Zero {
 			fmt.Fprintf(w, "  (all zeros)\n")
 			return
 		}
-		fmt.Fprintf(w, "  meta       does not decode: %s\n", oneLine(err))
-		if txid, ok := page.ClaimedTxid(buf); ok {
+		fmt.Fprintf(w, "  meta       does not decode: %s\n", oneLine(p.Err))
+		if txid, ok := inspect.ClaimedTxid(buf); ok {
 			fmt.Fprintf(w, "  claims     txid %d (unverified)\n", txid)
 		}
 		return
 	}
-	fmt.Fprintf(w, "  magic      %08x (rivet), page size %d\n", page.Magic, m.PageSize)
+	fmt.Fprintf(w, "  magic      %08x (rivet), page size %d\n", inspect.Magic, m.PageSize)
 	fmt.Fprintf(w, "  txid       %d (builds on sync point %d)\n", m.Txid, m.Steady)
 	fmt.Fprintf(w, "  hwm        %d pages (%s)\n", m.HWM, sizeString(int64(m.HWM)*int64(m.PageSize)))
 	fmt.Fprintf(w, "  root       page %d (txid %d, checksum %08x)\n", m.Root.ID, m.Root.Txid, m.Root.Checksum)
-	fmt.Fprintf(w, "  regions    %d of %d pages; free pages %d; first region with free pages %d\n", m.RegionCount(), m.RegionPages, m.FreePages, m.FirstFreeRegion)
-	var slotB, changed []string
-	for r := uint64(0); r < m.RegionCount(); r++ {
-		if page.BitmapGet(m.Selector, r) {
-			slotB = append(slotB, strconv.FormatUint(r, 10))
-		}
-		if page.BitmapGet(m.Changed, r) {
-			changed = append(changed, strconv.FormatUint(r, 10))
-		}
-	}
-	fmt.Fprintf(w, "  selector   regions whose map is in slot B: %s\n", listOrNone(slotB))
-	fmt.Fprintf(w, "  changed    regions whose map this sync point wrote: %s\n", listOrNone(changed))
+	fmt.Fprintf(w, "  regions    %d of %d pages; free pages %d; first region with free pages %d\n", m.Regions, m.RegionPages, m.FreePages, m.FirstFreeRegion)
+	fmt.Fprintf(w, "  selector   regions whose map is in slot B: %s\n", listOrNone(m.SlotB))
+	fmt.Fprintf(w, "  changed    regions whose map this sync point wrote: %s\n", listOrNone(m.Changed))
 	fmt.Fprintf(w, "  delta      %d runs\n", len(m.Delta))
 	for _, d := range m.Delta {
 		state := "used"
 		if d.Free {
 			state = "free"
 		}
-		fmt.Fprintf(w, "             pages %d-%d %s\n", d.ID, d.ID+d.N-1, state)
+		fmt.Fprintf(w, "             pages %d-%d %s\n", d.First, d.First+d.N-1, state)
 	}
 }
 
-func listOrNone(l []string) string {
+func listOrNone(l []uint64) string {
 	if len(l) == 0 {
 		return "none"
 	}
-	return strings.Join(l, " ")
+	s := make([]string, len(l))
+	for i, v := range l {
+		s[i] = strconv.FormatUint(v, 10)
+	}
+	return strings.Join(s, " ")
+}
+
+// allZero reports whether every byte of b is zero.
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // hexDump prints r's bytes as offset, 16 hex bytes and their printable
@@ -720,7 +645,7 @@ func hexDump(w io.Writer, r io.Reader) error {
 	for {
 		n, err := io.ReadFull(br, line)
 		if n > 0 {
-			zero := n == 16 && page.IsZeroPage(line)
+			zero := n == 16 && allZero(line)
 			if zero && prevZero {
 				if !starred {
 					fmt.Fprintln(w, "  *")

@@ -392,7 +392,7 @@ func TestMapCommand(t *testing.T) {
 	out, errOut, code := runBin(t, "map", path, "-o", svgPath)
 	wantCode(t, code, 0, out, errOut)
 	filePages := (p.FileSize + 4095) / 4096
-	if !strings.HasPrefix(out, "wrote "+svgPath+": "+commas(uint64(filePages))+" pages, ") || !strings.Contains(out, "% free, tail of ") ||
+	if !strings.HasPrefix(out, "wrote "+svgPath+": "+groupDigits(int64(filePages))+" pages, ") || !strings.Contains(out, "% free, tail of ") ||
 		!strings.HasSuffix(out, " reclaimable\n") || strings.Count(out, "\n") != 1 {
 		t.Errorf("summary line %q", out)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rivetkv/rivet"
-	"github.com/rivetkv/rivet/bench"
+	"github.com/rivetkv/rivet/bytesize"
 	rerrors "github.com/rivetkv/rivet/errors"
 	"github.com/spf13/cobra"
 )
@@ -26,7 +26,7 @@ type salvageFlags struct {
 
 func newSalvageCmd() *cobra.Command {
 	var f salvageFlags
-	txSize := bench.Size(64 << 20)
+	txSize := bytesize.Size(64 << 20)
 	cmd := &cobra.Command{
 		Use:   "salvage BAD NEW",
 		Short: "Copy every key still readable from a damaged rivet or bbolt file into a new rivet file",

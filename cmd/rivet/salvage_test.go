@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/rivetkv/rivet"
-	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/inspect"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -181,9 +181,9 @@ type rimg struct {
 	ps int
 }
 
-func (r *rimg) newestMeta() (*page.Meta, int) {
-	m0, err0 := page.DecodeMeta(0, r.b[:r.ps])
-	m1, err1 := page.DecodeMeta(1, r.b[r.ps:2*r.ps])
+func (r *rimg) newestMeta() (*inspect.Meta, int) {
+	m0, err0 := inspect.DecodeMeta(0, r.b[:r.ps])
+	m1, err1 := inspect.DecodeMeta(1, r.b[r.ps:2*r.ps])
 	if err0 != nil || err1 != nil {
 		r.t.Fatalf("metas: %v, %v", err0, err1)
 	}
@@ -193,38 +193,51 @@ func (r *rimg) newestMeta() (*page.Meta, int) {
 	return m0, 0
 }
 
-func (r *rimg) node(id page.ID) page.Node {
-	n, err := page.ReadNode(r.b, r.ps, id, 0, uint64(len(r.b)/r.ps))
+func (r *rimg) node(id uint64) *inspect.Node {
+	p, err := inspect.DecodePage(r.b[int(id)*r.ps:], id, r.ps, uint64(len(r.b)/r.ps))
+	if err == nil && p.Err != nil {
+		err = p.Err
+	}
+	if err == nil && (p.Node == nil || p.Node.Err != nil) {
+		err = fmt.Errorf("not a whole node: %+v", p)
+	}
 	if err != nil {
 		r.t.Fatalf("node %d: %v", id, err)
 	}
-	return n
+	return p.Node
 }
 
-// value returns the flags and value of key in the tree rooted at root.
-func (r *rimg) value(root page.ID, key string) (page.ID, uint32, []byte) {
-	n := r.node(root)
-	for !n.IsLeaf() {
-		i, _ := n.BranchSearch([]byte(key))
-		n = r.node(n.BranchChild(i).ID)
+// value returns the leaf holding key in the tree rooted at root, and
+// key's element there.
+func (r *rimg) value(root uint64, key string) (uint64, inspect.Element) {
+	id, n := root, r.node(root)
+	for !n.Leaf {
+		// The last separator at or below key leads to it.
+		i := 0
+		for j, e := range n.Elements {
+			if string(e.Key) > key {
+				break
+			}
+			i = j
+		}
+		id = n.Elements[i].Child.ID
+		n = r.node(id)
 	}
-	for i := 0; i < n.Count(); i++ {
-		f, k, v, _ := n.LeafElem(i)
-		if string(k) == key {
-			return n.ID(), f, v
+	for _, e := range n.Elements {
+		if string(e.Key) == key {
+			return id, e
 		}
 	}
 	r.t.Fatalf("key %q not found", key)
-	return 0, 0, nil
+	return 0, inspect.Element{}
 }
 
-func (r *rimg) bucketRoot(parent page.ID, name string) page.ID {
-	_, _, v := r.value(parent, name)
-	rec, err := page.DecodeBucketRecord(0, v)
-	if err != nil {
-		r.t.Fatal(err)
+func (r *rimg) bucketRoot(parent uint64, name string) uint64 {
+	_, e := r.value(parent, name)
+	if e.Bucket == nil {
+		r.t.Fatalf("%q is not a bucket: %+v", name, e)
 	}
-	return rec.Root.ID
+	return e.Bucket.Root.ID
 }
 
 func (r *rimg) write(path string) {
@@ -251,19 +264,19 @@ func TestSalvageRivet(t *testing.T) {
 	}{
 		{"leaf", func(r *rimg) string {
 			m, _ := r.newestMeta()
-			leaf, _, _ := r.value(r.bucketRoot(m.Root.ID, "users"), "k01000")
+			leaf, _ := r.value(r.bucketRoot(m.Root.ID, "users"), "k01000")
 			r.b[int(leaf)*r.ps+600] ^= 0xff
 			return "lost: bucket users keys [k0" // a range inside users
 		}, true},
 		{"branch", func(r *rimg) string {
 			m, _ := r.newestMeta()
 			root := r.node(r.bucketRoot(m.Root.ID, "users"))
-			victim := root.BranchChild(1).ID
-			if r.node(victim).IsLeaf() {
+			victim := root.Elements[1].Child.ID
+			if r.node(victim).Leaf {
 				t.Fatal("users is only two levels deep")
 			}
-			r.b[int(victim)*r.ps+page.HeaderSize+2] ^= 0x01
-			from, _ := root.BranchKey(1)
+			r.b[int(victim)*r.ps+inspect.HeaderSize+2] ^= 0x01
+			from := root.Elements[1].Key
 			return fmt.Sprintf("lost: bucket users keys [%s, ", from)
 		}, true},
 		{"meta", func(r *rimg) string {
@@ -274,12 +287,12 @@ func TestSalvageRivet(t *testing.T) {
 		{"blob", func(r *rimg) string {
 			m, _ := r.newestMeta()
 			logs := r.bucketRoot(r.bucketRoot(m.Root.ID, "users"), "logs")
-			_, flags, v := r.value(logs, "big")
-			ref, err := page.DecodeBlobRef(0, v)
-			if err != nil || flags != page.FlagBlob {
-				t.Fatalf("big is not a blob: flags %d, %v", flags, err)
+			_, e := r.value(logs, "big")
+			if e.Flags != inspect.FlagBlob || e.Blob == nil {
+				t.Fatalf("big is not a blob: flags %d, %v", e.Flags, e.Err)
 			}
-			r.b[int(ref.First.ID)*r.ps+page.BlobPayloadStart+5] ^= 0x10
+			ref := e.Blob
+			r.b[int(ref.First.ID)*r.ps+inspect.BlobPayloadStart+5] ^= 0x10
 			return fmt.Sprintf("lost: bucket users/logs key big (page %d: blob checksum", ref.First.ID)
 		}, true},
 	}

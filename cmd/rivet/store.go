@@ -10,7 +10,7 @@ import (
 
 	"github.com/rivetkv/rivet"
 	rerrors "github.com/rivetkv/rivet/errors"
-	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/inspect"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -49,7 +49,7 @@ func detectFormat(path string) (string, error) {
 	head := make([]byte, 64)
 	isRivet := func(off int64) bool {
 		n, _ := f.ReadAt(head[:4], off)
-		return n == 4 && binary.LittleEndian.Uint32(head) == page.Magic
+		return inspect.HasMagic(head[:n])
 	}
 	isBbolt := func(off int64) bool {
 		n, _ := f.ReadAt(head[:20], off)

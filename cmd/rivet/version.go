@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
-	"strings"
 
-	"github.com/rivetkv/rivet/bench"
 	"github.com/spf13/cobra"
 )
 
@@ -38,7 +36,7 @@ with, the Go version and platform, and the engines "rivet bench" can run.`,
 			fmt.Fprintf(out, "rivet %s\n", tool)
 			fmt.Fprintf(out, "library %s %s\n", libraryPath, lib)
 			fmt.Fprintf(out, "go %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-			fmt.Fprintf(out, "bench engines %s\n", strings.Join(bench.EngineNames(), ", "))
+			fmt.Fprintf(out, "bench engines %s\n", benchEngines())
 		},
 	}
 }

@@ -109,8 +109,8 @@ func Open(path string, mode os.FileMode, options *Options) (*DB, error) {
 	return rivet.Open(path, mode, options)
 }
 
-// Compact is rivet.Compact.
-func Compact(dst, src *DB, txMaxSize int64) error { return rivet.Compact(dst, src, txMaxSize) }
+// Compact is rivet.CompactInto, under bbolt's name.
+func Compact(dst, src *DB, txMaxSize int64) error { return rivet.CompactInto(dst, src, txMaxSize) }
 
 // WithKVStringer is rivet.WithKVStringer.
 func WithKVStringer(s KVStringer) CheckOption { return rivet.WithKVStringer(s) }

@@ -1,5 +1,5 @@
-// Command targets reads rivet-bench JSON reports and prints issue 4's
-// targets as a Markdown table: each target's figure for rivet and for the
+// Command targets reads rivet-bench JSON reports and prints rivet's
+// performance targets as a Markdown table: each target's figure for rivet and for the
 // engine it is compared with, their ratio, and MET or MISSED. Reports are
 // merged (a later report's row replaces an earlier one's), so the full run
 // may be made in parts:
@@ -22,7 +22,7 @@ import (
 	"github.com/rivetkv/rivet/bench"
 )
 
-// target is one line of issue 4's target list.
+// target is one line of the target list.
 type target struct {
 	name     string
 	workload string

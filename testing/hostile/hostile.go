@@ -3,7 +3,9 @@
 // (shared subtrees, cycles) and re-seals every checksum and txid on the way
 // up to the meta, so that the damage passes every cheap check and only a
 // walk that remembers where it has been can tell. Nothing in the library
-// imports it.
+// imports it; it is public so that the tool's and the benchmark harness's
+// modules, which may not import internal packages, can build such files.
+// It is no part of rivet's storage API.
 package hostile
 
 import (

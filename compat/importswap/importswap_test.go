@@ -1,11 +1,11 @@
-// Package compat checks rivet's central promise: a bbolt program moves to
+// Package importswap checks rivet's central promise: a bbolt program moves to
 // rivet by changing its import paths, and then compiles and behaves the same.
 //
 // testdata/program/main.go.txt is an ordinary go.etcd.io/bbolt v1.5 program
 // that prints a transcript of everything it observes. The test builds and
 // runs it twice in temporary modules, once as written and once with the
 // import paths rewritten to rivet's, and requires identical transcripts.
-package compat
+package importswap
 
 import (
 	"bytes"
@@ -35,9 +35,9 @@ const (
 	diffContextLines = 2
 )
 
-// benchModule is what the test needs from ../go.mod and ../go.sum: the Go
-// version and the versions of bbolt and x/sys the bench module already
-// pins, so both programs build from the module cache with checksums the
+// benchModule is what the test needs from bench/go.mod and bench/go.sum:
+// the Go version and the versions of bbolt and x/sys the benchmark harness
+// pins (the bbolt rivet is measured against), so both programs build from the module cache with checksums the
 // repository already vouches for.
 type benchModule struct {
 	goVersion string
@@ -173,11 +173,11 @@ func TestImportPathSwap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	benchDir, err := filepath.Abs("..")
+	rootDir, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rootDir := filepath.Dir(benchDir)
+	benchDir := filepath.Join(rootDir, "bench")
 	if _, err := os.Stat(filepath.Join(rootDir, "doc.go")); err != nil {
 		t.Fatalf("rivet root not found at %s: %v", rootDir, err)
 	}
