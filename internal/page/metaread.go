@@ -112,7 +112,7 @@ func readMetaAt(r io.ReaderAt, b []byte, off int64, id ID) error {
 func ProbeMeta(head []byte, slot int) (pageSize int, ok bool) {
 	le := binary.LittleEndian
 	hasMagic := func(off int) bool {
-		return off+metaOffPageSize+4 <= len(head) && le.Uint32(head[off+metaOffMagic:]) == Magic
+		return off+metaOffPageSize+4 <= len(head) && HasMagic(head[off:])
 	}
 	if hasMagic(0) {
 		ps := int(le.Uint32(head[metaOffPageSize:]))
