@@ -3,6 +3,7 @@ package rivet
 import (
 	"time"
 
+	"github.com/rivetkv/rivet/internal/boltfile"
 	"github.com/rivetkv/rivet/internal/image"
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/vfs"
@@ -42,7 +43,7 @@ func cloneLive(src, dst string, opts *CloneOptions) (*CloneResult, error) {
 // readMetas reads both meta pages of f as Open does (which also finds
 // meta 1 when meta 0 names no page size); it needs only the file.
 func readMetas(f vfs.File, size int64) ([2]*page.Meta, [2]error) {
-	return (&DB{file: f}).readMetas(size)
+	return page.ReadMetas(f, size, boltfile.IsMetaPage)
 }
 
 // recoverClone opens a clone of a live file once for writing: recovery

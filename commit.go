@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rivetkv/rivet/internal/btree"
 	"github.com/rivetkv/rivet/internal/page"
-	"github.com/rivetkv/rivet/internal/pager"
 	"github.com/rivetkv/rivet/internal/spacemap"
 )
 
@@ -150,12 +148,11 @@ func (tx *Tx) commit() (committed, error) {
 	if err := db.pager.EnsureMapped(hwm); err != nil {
 		return committed{}, fmt.Errorf("rivet: growing the file for commit %d: %w", tx.txid, err)
 	}
-	// The runs are written before commit returns (below, or by prepareSync),
-	// and neither the pager nor prepareSync keeps the slice, so one slice
-	// owned by the writer serves every commit; releaseRuns drops the
-	// references to the page buffers afterwards.
-	runs := appendPagerRuns(db.pagerRuns[:0], tx.env.Runs[tx.env.EarlyWritten:])
-	db.pagerRuns = runs
+	// The runs Spill did not hand to writeEarly. They are written before
+	// commit returns (below, or by prepareSync), and neither the pager nor
+	// prepareSync keeps the slice; releaseRuns drops the references to the
+	// page buffers afterwards.
+	runs := tx.env.Runs[tx.env.EarlyWritten:]
 	// A lazy transaction (a compaction step) is committed as in None
 	// mode whatever the durability: it changes where data lives, not what
 	// it is, so losing it in a crash loses nothing, and the next sync
@@ -265,29 +262,12 @@ func (db *DB) seal() {
 // writeEarly writes runs a commit's Spill has encoded so far and starts
 // their writeback (btree.Env.WriteEarly). A failed write fails the commit,
 // which is rolled back: the pages are in space no state uses.
-func (db *DB) writeEarly(runs []btree.Run) error {
-	pr := appendPagerRuns(db.earlyRuns[:0], runs)
-	err := db.pager.WriteRunsAndStart(pr)
-	clear(pr)
-	db.earlyRuns = pr[:0]
-	if err != nil {
+func (db *DB) writeEarly(runs []page.Run) error {
+	if err := db.pager.WriteRunsAndStart(runs); err != nil {
 		return fmt.Errorf("rivet: writing pages of the commit: %w", err)
 	}
 	return nil
 }
-
-// appendPagerRuns appends the tree's runs to dst as the pager's.
-func appendPagerRuns(dst []pager.Run, runs []btree.Run) []pager.Run {
-	for _, r := range runs {
-		dst = append(dst, pager.Run{ID: r.ID, Data: r.Data})
-	}
-	return dst
-}
-
-// maxGroupDelay bounds how long a sync leader lingers for more commits
-// (lingerForCommits): with writers arriving without pause commits never
-// stop coming, and those waiting for a flush must not wait for ever.
-const maxGroupDelay = time.Millisecond
 
 // pendingLimit is the soft limit on pages waiting for a sync point: a
 // quarter of the file, at least 4,096 pages.

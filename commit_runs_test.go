@@ -37,30 +37,18 @@ func TestRunListsReleased(t *testing.T) {
 				t.Fatalf("%s: tree run list slot %d still holds a page buffer", what, i)
 			}
 		}
-		for i, r := range db.pagerRuns[:cap(db.pagerRuns)] {
-			if r.Data != nil {
-				t.Fatalf("%s: pager run list slot %d still holds a page buffer", what, i)
-			}
-		}
-		for i, r := range db.earlyRuns[:cap(db.earlyRuns)] {
-			if r.Data != nil {
-				t.Fatalf("%s: early-write run list slot %d still holds a page buffer", what, i)
-			}
-		}
 	}
 
 	put(10, 100)
-	if cap(db.treeRuns) == 0 || cap(db.pagerRuns) == 0 {
-		t.Fatal("a small commit left no run lists to reuse")
+	if cap(db.treeRuns) == 0 {
+		t.Fatal("a small commit left no run list to reuse")
 	}
 	empty("small commit")
 
 	// About 1,000-byte values, three to a 4 KiB leaf: thousands of runs.
 	put(6000, 1000)
-	// The pager's list holds only what Spill did not write early (Full
-	// mode writes in batches while it spills), so it stays small and kept.
-	if db.treeRuns != nil || cap(db.pagerRuns) > maxKeptRuns || cap(db.earlyRuns) > maxKeptRuns {
-		t.Fatalf("a commit of thousands of runs left lists of capacity %d, %d and %d", cap(db.treeRuns), cap(db.pagerRuns), cap(db.earlyRuns))
+	if db.treeRuns != nil {
+		t.Fatalf("a commit of thousands of runs left a list of capacity %d", cap(db.treeRuns))
 	}
 	empty("large commit")
 

@@ -72,13 +72,3 @@ func (tx *Tx) copyFile(fs vfs.FS, path string, mode os.FileMode) error {
 	}
 	return img.WriteFile(fs, path, mode)
 }
-
-// Err returns the first corruption the transaction met in a method without
-// an error return (Get, cursor moves, Bucket), or nil. View, Update and
-// Commit return it too.
-func (tx *Tx) Err() error {
-	if tx.txState == nil || tx.env == nil {
-		return nil
-	}
-	return tx.env.Err
-}

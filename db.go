@@ -86,6 +86,35 @@ type DB struct {
 	// is not locked into memory.
 	Mlock bool
 
+	// The states the DB keeps track of, newest first: a committed
+	// transaction becomes head, then base, and in time durable; readers
+	// see it once it is published.
+	//
+	//   head      the newest committed state, in memory: the next write
+	//             transaction builds on it (db.head).
+	//   base      the newest sealed state: published, or covered by a sync
+	//             point whose writes succeeded. A sync point that fails to
+	//             write takes back every commit after it (db.base).
+	//   published the newest state readers begin on, the reader table's
+	//             newest (db.readers.Current()). Full and Barrier publish
+	//             a state once its sync point is durable, Periodic and None
+	//             once its pages are written (docs/design.md §3.3).
+	//   durable   the steady state: the newest sync point whose flush
+	//             returned (db.durable, its txid; db.durableSlot, the meta
+	//             slot holding it). The next sync point builds on it and
+	//             never overwrites its pages, maps or meta.
+	//   flushed   the newest sync point a full flush made durable; in
+	//             Barrier mode durable may be ahead of it (db.flushed).
+	//
+	// Invariant: flushed <= durable <= base.Txid <= head.Txid, and
+	// published.Txid <= base.Txid (a state is sealed no later than it is
+	// published); no txid up to base.Txid is ever reused.
+	//
+	// Lock order: writer, then syncMu / spaceMu / mu (each of those is
+	// held only briefly and never while taking another). batchMu is taken
+	// alone.
+
+	// Set by Open and not changed until Close.
 	path     string
 	opts     Options
 	logger   Logger
@@ -95,144 +124,134 @@ type DB struct {
 	pager    *pager.Pager
 	pageSize int
 	readOnly bool
-
 	// bolt is the bbolt file a read-only DB reads (Open of a bbolt file
 	// with Options.ReadOnly); nil for a rivet file. foreign is its node
 	// source, handed to every transaction's tree environment; a nil
 	// interface for a rivet file.
 	bolt    *boltBacking
 	foreign page.NodeSource
+	// hooks are nil outside tests (see dbHooks).
+	hooks *dbHooks
 
-	// writer is held by the write transaction for its whole life.
+	// Options in force. noSync is NoSync's value (atomic: the periodic
+	// syncer reads it); maxSizeApplied is MaxSize's, guarded by writer.
+	// applyFields copies both from the exported fields.
+	noSync         atomic.Bool
+	maxSizeApplied int
+
+	// Writer state. writer is held by the write transaction for its whole
+	// life, and by a sync leader while it prepares its sync point
+	// (prepareSync); it guards every field of this group.
 	writer sync.Mutex
-
-	// mu guards the fields below it. It is held only for short bookkeeping,
-	// never for the life of a transaction, and read transactions never
-	// take it.
-	mu sync.Mutex
-	// readers is the reader table: the newest published (committed) state,
-	// which read transactions begin on, and the older states they hold
-	// (internal/readers; it has its own lock).
-	readers readers.Table
+	head   *page.Meta
+	base   *page.Meta
+	// chain is what the commits after base that wait for a sync point
+	// share (nil until one does); a sync point that fails to write tells
+	// them through it that they were rolled back (chain.err is guarded by
+	// syncMu).
+	chain *commitChain
 	// heldBuf is the writer's scratch list of the states readers hold, and
-	// snapshotBuf that of their txids (writer lock).
+	// snapshotBuf that of their txids.
 	heldBuf     []*page.Meta
 	snapshotBuf []uint64
-	// earlyRuns is writeEarly's scratch list (writer lock).
-	earlyRuns []pager.Run
+	// treeRuns is the backing array of a write transaction's list of
+	// spilled runs (tx.env.Runs), reused by every write transaction so
+	// that a commit does not allocate it anew. Between transactions it
+	// holds no references (releaseRuns), so the page buffers of a commit
+	// become garbage as soon as it is written.
+	treeRuns []page.Run
+	// sparePages are page buffers of written runs kept for the next write
+	// transaction's nodes (btree.Env.SparePages), at most maxSparePages;
+	// metaBuf is the buffer every sync point encodes its meta into.
+	sparePages [][]byte
+	metaBuf    []byte
+	// nodePool lends the writer's materialised nodes their element arrays.
+	nodePool btree.NodePool
+	// writersWaiting counts callers of beginRW waiting for the writer lock
+	// (atomic): a lone committer leads its sync point only when nobody
+	// waits, and compaction lets them go before its next step.
+	writersWaiting atomic.Int32
 	// earlyWritePages, if positive, replaces btree.EarlyWritePages, so
-	// tests reach the early writes with small commits.
+	// tests reach the early writes with small commits (atomic).
 	earlyWritePages atomic.Int64
+
+	// Free space. spaceMu serialises calls into the free-space map: the
+	// writer's, and the sync leader's SyncDone, which runs without writer.
+	space   *spacemap.Map
+	spaceMu sync.Mutex
+
+	// Sync state: the sync point pipeline (sync.go). syncMu guards the
+	// fields up to flushed; syncCond (on syncMu) wakes those waiting for
+	// a sync point.
+	syncMu      sync.Mutex
+	syncCond    *sync.Cond
+	syncing     bool   // a sync point is in flight (its leader holds it)
+	durable     uint64 // the steady state's txid
+	durableSlot int    // the meta slot (0 or 1) holding the steady state
+	// slotMeta is the meta each slot holds on disk (nil: unknown, e.g. a
+	// slot that did not decode at Open). Truncation never cuts below the
+	// HWM of either (docs/design.md §4.1), and a failed meta write puts
+	// the slot's meta back (restoreMetaSlot).
+	slotMeta     [2]*page.Meta
+	lastFullSync time.Time // Barrier: when the last full flush returned
+	flushed      uint64
+	// Atomics the commit path reads without syncMu. unsyncedCommits
+	// counts the commits since the last sync point was prepared (a sync
+	// leader lingers while it grows); lastSyncCommits is how many commits
+	// the last sync point covered; lastFlushNs is how long its flush took.
+	unsyncedCommits atomic.Int64
+	lastSyncCommits atomic.Int64
+	lastFlushNs     atomic.Int64
+	// bgSyncing is set while an early sync point runs in the background
+	// (startBackgroundSync); Close waits for it on bgSyncs.
+	bgSyncing atomic.Bool
+	bgSyncs   sync.WaitGroup
+
+	// Publish state. readers is the reader table: the published state and
+	// the older states read transactions hold (internal/readers; it has
+	// its own lock). mu guards the other fields of this group. It is held
+	// only for short bookkeeping, never for the life of a transaction, and
+	// read transactions never take it.
+	readers readers.Table
+	mu      sync.Mutex
 	// opened is set once Open has made the DB usable and cleared by Close;
 	// a zero DB{} is not opened. Every method that needs the file checks
 	// it first and returns ErrDatabaseNotOpen.
 	opened bool
-	// stats holds the compaction counters; the others Stats() reports are
-	// kept where they change without mu: commits, txStats and the reader
-	// table.
+	// latched is the failed flush that refuses writes until reopened.
+	latched error
+
+	// Statistics. stats holds the compaction counters and spaceStats the
+	// free-space map's, copied when a state is published (both guarded by
+	// mu); commits and txStats change without a lock (atomics), and
+	// recovered and metaReadBytes are set by Open.
 	stats      Stats
-	spaceStats spacemap.Stats // copied after each commit, for Stats()
+	spaceStats spacemap.Stats
 	// commits counts committed write transactions.
 	commits atomic.Int64
 	// txStats sums the statistics of every ended transaction; only
 	// TxStats' atomic accessors touch it.
 	txStats TxStats
-
-	latched error // the failed flush; refuses writes (guarded by mu)
-
-	// noSync and maxSizeApplied are the values of NoSync and MaxSize in
-	// force (applyFields); maxSizeApplied is guarded by writer.
-	noSync         atomic.Bool
-	maxSizeApplied int
-
-	// head is the newest committed state, which the next write transaction
-	// builds on; in Full mode it may be ahead of cur (not yet durable).
-	// Guarded by writer.
-	head *page.Meta
-	// base is the newest sealed state: published to readers, or covered
-	// by a sync point whose writes succeeded. A sync point that fails to
-	// write takes the commits after it back (head = base). Guarded by
-	// writer.
-	// Invariant: durable <= base.Txid <= head.Txid, and no txid up to
-	// base.Txid is ever reused.
-	base *page.Meta
-	// chain is what the commits after base that wait for a sync point
-	// share (nil until one does); a sync point that fails to write tells
-	// them through it that they were rolled back. Guarded by writer.
-	chain *commitChain
-
-	// treeRuns and pagerRuns are the backing arrays of a write
-	// transaction's list of spilled runs (tx.env.Runs) and of its copy for
-	// the pager, reused by every write transaction so that a commit does not
-	// allocate them anew. Guarded by writer. Between transactions they hold
-	// no references (releaseRuns), so the page buffers of a commit become
-	// garbage as soon as it is written.
-	treeRuns  []btree.Run
-	pagerRuns []pager.Run
-	// sparePages are page buffers of written runs kept for the next write
-	// transaction's nodes (btree.Env.SparePages), at most maxSparePages;
-	// metaBuf is the buffer every sync point encodes its meta into. Both
-	// guarded by writer.
-	sparePages [][]byte
-	metaBuf    []byte
-
-	// space is the free-space map. spaceMu serialises calls into it: the
-	// writer's, and the sync leader's SyncDone, which runs without writer.
-	space   *spacemap.Map
-	spaceMu sync.Mutex
-
-	// The sync point pipeline (sync.go), guarded by syncMu.
-	syncMu     sync.Mutex
-	syncCond   *sync.Cond
-	syncing    bool   // a sync point is in flight
-	durable    uint64 // txid of the last sync point whose flush returned (the steady txid)
-	steadySlot int    // meta slot (0 or 1) holding the steady meta
-	// slotMeta is the meta each slot holds on disk (nil: unknown, e.g. a
-	// slot that did not decode at Open). Truncation never cuts below the
-	// HWM of either (docs/design.md §4.1), and a failed meta write puts
-	// the slot's meta back (restoreMetaSlot). Guarded by syncMu.
-	slotMeta     [2]*page.Meta
-	lastFullSync time.Time // Barrier: when the last full flush returned
-	// flushed is the txid of the newest sync point a full flush made
-	// durable; in Barrier mode durable may be ahead of it (a barrier
-	// orders, it does not make durable).
-	flushed uint64
-	// unsyncedCommits counts the commits since the last sync point was
-	// prepared (a sync leader lingers while it grows).
-	unsyncedCommits atomic.Int64
-	// lastSyncCommits is how many commits the last sync point covered.
-	lastSyncCommits atomic.Int64
-	// nodePool lends the writer's materialised nodes their element arrays
-	// (used under the writer lock only).
-	nodePool btree.NodePool
-	// hooks are nil outside tests (see dbHooks).
-	hooks *dbHooks
-	// lastFlushNs is how long the last sync point's flush took.
-	lastFlushNs atomic.Int64
-
-	bgStop chan struct{} // closes the periodic syncer (Periodic mode)
-	bgDone chan struct{}
-	// compactStop and compactDone stop the background compactor
-	// (Options.AutoCompact); nil without one.
-	compactStop chan struct{}
-	compactDone chan struct{}
-	// compactBudget is the pages one compaction step may rewrite
-	// (compactStepPages; tests lower it to exercise resuming).
-	compactBudget uint64
-	// writersWaiting counts callers of beginRW waiting for the writer
-	// lock; compaction lets them go before its next step.
-	writersWaiting atomic.Int32
-
-	bgSyncing atomic.Bool    // an early sync point runs in the background
-	bgSyncs   sync.WaitGroup // Close waits for it
-
-	batchMu sync.Mutex
-	batch   *batch
-
 	// recovered tells how Open found the file (for diagnostics).
 	recovered Recovery
 	// metaReadBytes counts what Open read before the pager existed.
 	metaReadBytes int64
+
+	// Background goroutines, started by Open and stopped by Close:
+	// bgStop and bgDone stop the periodic syncer (Periodic mode),
+	// compactStop and compactDone the background compactor
+	// (Options.AutoCompact); nil without one. compactBudget is the pages
+	// one compaction step may rewrite (compactStepPages; tests lower it to
+	// exercise resuming).
+	bgStop        chan struct{}
+	bgDone        chan struct{}
+	compactStop   chan struct{}
+	compactDone   chan struct{}
+	compactBudget uint64
+
+	// Batch: batchMu guards batch, the batch that Batch calls join.
+	batchMu sync.Mutex
+	batch   *batch
 }
 
 // Recovery describes what Open found, so tools can tell a torn last commit
@@ -458,8 +477,6 @@ func (db *DB) releaseRuns(tx *Tx) {
 	db.sparePages = spare
 	clear(runs)
 	db.treeRuns = keepRuns(runs)
-	clear(db.pagerRuns)
-	db.pagerRuns = keepRuns(db.pagerRuns)
 }
 
 // maxKeptRuns bounds the run lists kept between write transactions: a
@@ -475,7 +492,7 @@ const maxKeptRuns = 1024
 const maxSparePages = 512
 
 // keepRuns returns runs emptied for reuse, or nil if it is too large to keep.
-func keepRuns[R any](runs []R) []R {
+func keepRuns(runs []page.Run) []page.Run {
 	if cap(runs) > maxKeptRuns {
 		return nil
 	}

@@ -145,7 +145,9 @@ func (db *DB) load(fs vfs.FS) error {
 	var metas [2]*page.Meta
 	var errs [2]error
 	if size > 0 {
-		metas, errs = db.readMetas(size)
+		// A bbolt file (load tells it apart below and reads it) has no
+		// rivet meta 1 to look for at every page size.
+		metas, errs = page.ReadMetas(db.openReader(), size, boltfile.IsMetaPage)
 	}
 	for _, e := range errs {
 		// A meta of a newer format means a newer rivet wrote this file; the
@@ -240,7 +242,7 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	db.head = meta
 	db.base = meta
 	db.durable = meta.Txid
-	db.steadySlot = slot
+	db.durableSlot = slot
 	db.lastFullSync = time.Now()
 	db.flushed = meta.Txid
 	db.spaceStats = space.Stats()
@@ -297,65 +299,6 @@ const maxLocalitySlack = 0.9
 // after meta 0 was flushed but before the rest was.
 var errCreationTorn = errors.New("rivet: file creation did not finish")
 
-// readMetas reads both meta pages with ReadAt. Meta 0's header names the
-// page size (its first bytes are read, then the rest of its page); if meta 0
-// does not carry rivet's magic, meta 1 is looked for at every supported
-// page size.
-func (db *DB) readMetas(size int64) (metas [2]*page.Meta, errs [2]error) {
-	head := make([]byte, page.MinPageSize)
-	if _, err := db.readAt(head, 0); err != nil {
-		errs[0], errs[1] = err, err
-		return
-	}
-	var sizes []int
-	if ps, ok := page.MetaPageSize(head); ok {
-		buf := make([]byte, ps)
-		if _, err := db.readAt(buf, 0); err != nil {
-			errs[0] = err
-		} else {
-			metas[0], errs[0] = page.DecodeMeta(0, buf)
-		}
-		sizes = []int{ps}
-	} else {
-		if _, errs[0] = page.DecodeMeta(0, head); errs[0] == nil {
-			errs[0] = page.Corruptf(0, "meta page names no supported page size")
-		}
-		if boltfile.IsMetaPage(head) {
-			// A bbolt file (load tells it apart and reads it): no rivet
-			// meta 1 to look for at every page size.
-			errs[1] = rerrors.ErrInvalid
-			return
-		}
-		for ps := page.MinPageSize; ps <= page.MaxPageSize; ps *= 2 {
-			sizes = append(sizes, ps)
-		}
-	}
-	errs[1] = rerrors.ErrInvalid
-	for _, ps := range sizes {
-		if int64(2*ps) > size {
-			break
-		}
-		buf := make([]byte, ps)
-		if _, err := db.readAt(buf, int64(ps)); err != nil {
-			errs[1] = err
-			continue
-		}
-		m, err := page.DecodeMeta(1, buf)
-		if err == nil && m.PageSize == ps {
-			metas[1], errs[1] = m, nil
-			break
-		}
-		if len(sizes) == 1 {
-			// The page size is known: this is meta 1's verdict.
-			if err == nil {
-				err = page.Corruptf(1, "meta page size %d disagrees with meta 0's %d", m.PageSize, ps)
-			}
-			errs[1] = err
-		}
-	}
-	return
-}
-
 // allZero reports whether the file holds only zero bytes: what a crash
 // before creation's first flush leaves. Files over 64 MiB are not scanned
 // (creation never writes that much), so a damaged large file is refused
@@ -378,11 +321,26 @@ func (db *DB) allZero(size int64) bool {
 	return true
 }
 
+// countingReaderAt counts in *n the bytes read through it: what Open reads
+// before the pager exists, for the statistics.
+type countingReaderAt struct {
+	r io.ReaderAt
+	n *int64
+}
+
+// openReader returns the file as Open reads it before the pager exists.
+func (db *DB) openReader() io.ReaderAt { return countingReaderAt{db.file, &db.metaReadBytes} }
+
+func (c countingReaderAt) ReadAt(b []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(b, off)
+	*c.n += int64(n)
+	return n, err
+}
+
 // readAt reads len(b) bytes at off for Open, before the pager exists, and
 // counts them in the statistics.
 func (db *DB) readAt(b []byte, off int64) (int, error) {
-	n, err := db.file.ReadAt(b, off)
-	db.metaReadBytes += int64(n)
+	n, err := db.openReader().ReadAt(b, off)
 	if err == io.EOF && n == len(b) {
 		err = nil
 	}
@@ -560,7 +518,7 @@ func (db *DB) create(fs vfs.FS) error {
 	if err := p.Sync(vfs.SyncData); err != nil {
 		return err
 	}
-	steps := [][]pager.Run{
+	steps := [][]page.Run{
 		{{ID: 0, Data: metaBuf}},
 		{{ID: 1, Data: metaBuf}, {ID: page.MapSlot(ps, 0, 0), Data: mapBuf}, {ID: page.MapSlot(ps, 0, 1), Data: make([]byte, ps)}},
 	}

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/rivetkv/rivet/internal/page"
-	"github.com/rivetkv/rivet/internal/pager"
 	"github.com/rivetkv/rivet/internal/spacemap"
 	"github.com/rivetkv/rivet/internal/vfs"
 )
@@ -23,8 +23,8 @@ import (
 // them with one flush. That is group commit: N concurrent Updates cost
 // about two flushes, not N.
 //
-// Lock order: writer, then syncMu / spaceMu / mu (each of those is held
-// only briefly and never while taking another).
+// The states (head, base, published, durable, flushed) and the lock order
+// are defined with the DB's fields (db.go).
 //
 // Invariant: db.durable (the steady txid) only grows, and only after the
 // flush that made it durable returned nil.
@@ -85,10 +85,10 @@ func (db *DB) syncKind(forceFull bool) vfs.SyncKind {
 // it now, and that latches. If a write fails, the sync point never
 // happened (abortSync): the commits after db.base are taken back and the
 // error is returned, to the caller and to the commits waiting for it.
-func (db *DB) prepareSync(kind vfs.SyncKind, extra []pager.Run) (*syncJob, error) {
+func (db *DB) prepareSync(kind vfs.SyncKind, extra []page.Run) (*syncJob, error) {
 	head := db.head
 	db.syncMu.Lock()
-	steady, slot := db.durable, 1-db.steadySlot
+	steady, slot := db.durable, 1-db.durableSlot
 	db.syncMu.Unlock()
 	if head.Txid == steady {
 		if len(extra) > 0 {
@@ -117,18 +117,13 @@ func (db *DB) prepareSync(kind vfs.SyncKind, extra []pager.Run) (*syncJob, error
 	buf := db.metaBuf
 	page.EncodeMeta(buf, &meta)
 
-	runs := make([]pager.Run, 0, len(extra)+len(img.Pages))
-	runs = append(runs, extra...)
-	for _, p := range img.Pages {
-		runs = append(runs, pager.Run{ID: p.ID, Data: p.Data})
-	}
-	if err := db.pager.WriteRuns(runs); err != nil {
+	if err := db.pager.WriteRuns(slices.Concat(extra, img.Pages)); err != nil {
 		return nil, db.abortSync(&img, err)
 	}
 	// The meta last, on its own: when a write before it fails, no meta
 	// names the taken-back commits, so no crash can bring them back. When
 	// the meta's own write fails, restoreMetaSlot takes care of that.
-	if err := db.pager.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
+	if err := db.pager.WriteRuns([]page.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
 		db.restoreMetaSlot(slot)
 		return nil, db.abortSync(&img, err)
 	}
@@ -189,7 +184,7 @@ func (db *DB) finishSync(job *syncJob) error {
 
 	db.syncMu.Lock()
 	db.durable = job.meta.Txid
-	db.steadySlot = job.slot
+	db.durableSlot = job.slot
 	db.slotMeta[job.slot] = job.meta
 	if job.kind == vfs.SyncData {
 		db.lastFullSync = time.Now()
@@ -290,12 +285,11 @@ func (db *DB) flushSteady() error {
 }
 
 // lingerForCommits puts off the sync point this goroutine leads while
-// commits keep coming, for at most half a flush (docs/design.md §3.3). It is reached only when a sync point
-// was in flight at commit time, that is under contention. Without it a
-// flush covered the writers that committed during the previous flush but
-// not those it had just released, which come back within microseconds: N
-// writers shared flushes N/2 at a time (2.4 of 4, 8.1 of 16 on a 2 ms
-// flush).
+// commits keep coming, for at most half a flush (docs/design.md §3.3). It
+// is reached only when a sync point was in flight at commit time, that is
+// under contention. Without it a flush covers the writers that committed
+// during the previous flush but not those it has just released, which come
+// back within microseconds, so N writers share flushes N/2 at a time.
 func (db *DB) lingerForCommits() {
 	start := time.Now()
 	// Waiting longer than a flush costs would lose more than it saves:
@@ -315,6 +309,11 @@ func (db *DB) lingerForCommits() {
 		runtime.Gosched()
 	}
 }
+
+// maxGroupDelay bounds how long a sync leader lingers for more commits
+// (lingerForCommits): with writers arriving without pause commits never
+// stop coming, and those waiting for a flush must not wait for ever.
+const maxGroupDelay = time.Millisecond
 
 // lingerQuiet is how long a sync leader waits with no new commit and no
 // writer queued before it stops lingering: a writer that a flush released
@@ -386,21 +385,21 @@ func (db *DB) periodicSyncer(interval time.Duration) {
 func (db *DB) writeCleanMeta() error {
 	db.syncMu.Lock()
 	busy := db.syncing
-	durable, slot := db.durable, 1-db.steadySlot
+	durable, slot := db.durable, 1-db.durableSlot
 	db.syncMu.Unlock()
-	cur := db.readers.Current()
-	if busy || db.head.Txid != durable || cur.Txid != durable || cur.Steady == cur.Txid {
+	published := db.readers.Current()
+	if busy || db.head.Txid != durable || published.Txid != durable || published.Steady == published.Txid {
 		return nil
 	}
-	meta := *cur
+	meta := *published
 	meta.Txid++
 	meta.Steady = meta.Txid
-	meta.Changed = make([]byte, len(cur.Changed))
+	meta.Changed = make([]byte, len(published.Changed))
 	buf := make([]byte, db.pageSize)
 	page.EncodeMeta(buf, &meta)
 	// The writer lock is held throughout, so nothing reads slotMeta[slot]
 	// while the slot is being overwritten.
-	if err := db.pager.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
+	if err := db.pager.WriteRuns([]page.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
 		db.restoreMetaSlot(slot)
 		return err
 	}
@@ -431,7 +430,7 @@ func (db *DB) restoreMetaSlot(slot int) {
 	if prev != nil {
 		page.EncodeMeta(buf, prev)
 	}
-	if err := db.pager.WriteRuns([]pager.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
+	if err := db.pager.WriteRuns([]page.Run{{ID: page.ID(slot), Data: buf}}); err != nil {
 		db.logger.Errorf("meta slot %d: writing back its previous meta after a failed write: %v", slot, err)
 		return
 	}

@@ -278,6 +278,16 @@ func (tx *Tx) Cursor() *Cursor {
 	return tx.root.Cursor()
 }
 
+// Err returns the first corruption the transaction met in a method without
+// an error return (Get, cursor moves, Bucket), or nil. View, Update and
+// Commit return it too.
+func (tx *Tx) Err() error {
+	if tx.txState == nil || tx.env == nil {
+		return nil
+	}
+	return tx.env.Err
+}
+
 // OnCommit registers fn to run after the transaction commits successfully.
 // On an ended transaction it does nothing.
 func (tx *Tx) OnCommit(fn func()) {

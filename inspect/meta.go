@@ -1,7 +1,6 @@
 package inspect
 
 import (
-	"errors"
 	"io"
 
 	"github.com/rivetkv/rivet/internal/page"
@@ -49,9 +48,13 @@ func DecodeMeta(slot uint64, b []byte) (*Meta, error) {
 	if err != nil {
 		return nil, err
 	}
-	version, _ := page.MetaVersion(b)
+	return metaOf(m), nil
+}
+
+// metaOf describes a decoded meta.
+func metaOf(m *page.Meta) *Meta {
 	out := &Meta{
-		PageSize: m.PageSize, FormatVersion: version, Txid: m.Txid, Steady: m.Steady, HWM: m.HWM,
+		PageSize: m.PageSize, FormatVersion: m.Version, Txid: m.Txid, Steady: m.Steady, HWM: m.HWM,
 		Root: refOf(m.Root), RegionPages: m.RegionPages, Regions: m.RegionCount(), FreePages: m.FreePages,
 		FirstFreeRegion: m.FirstFreeRegion,
 	}
@@ -66,7 +69,7 @@ func DecodeMeta(slot uint64, b []byte) (*Meta, error) {
 	for _, d := range m.Delta {
 		out.Delta = append(out.Delta, DeltaRun{First: d.ID, N: d.N, Free: d.Free})
 	}
-	return out, nil
+	return out
 }
 
 // ClaimedTxid returns the transaction a meta page that failed to decode
@@ -74,45 +77,16 @@ func DecodeMeta(slot uint64, b []byte) (*Meta, error) {
 // rivet's magic. The value is not verified.
 func ClaimedTxid(b []byte) (txid uint64, ok bool) { return page.ClaimedTxid(b) }
 
-// errUnreadable is a slot's error when no page size gives a full page.
-var errUnreadable = errors.New("unreadable")
-
 // ReadMetas reads and decodes both meta pages of the rivet file r, size
-// bytes long. The page size is the one meta 0's header names; when meta 0
-// is damaged, each slot is tried at every page size rivet supports, so one
-// damaged meta does not hide the other. errs[i] says why slot i holds no
-// valid meta (metas[i] is then nil).
-//
-// This is the one place the package reads metas from a file: it is the
-// call to switch to internal/page's ReadMetas, which has this signature.
+// bytes long, as Open does. The page size is the one meta 0's header
+// names; when meta 0 names none, meta 1 is looked for at every page size
+// rivet supports, so a damaged meta 0 does not hide meta 1. errs[i] says
+// why slot i holds no valid meta (metas[i] is then nil).
 func ReadMetas(r io.ReaderAt, size int64) (metas [2]*Meta, errs [2]error) {
-	head := make([]byte, page.MinPageSize)
-	n, _ := r.ReadAt(head, 0)
-	var sizes []int
-	if ps, ok := page.MetaPageSize(head[:n]); ok {
-		sizes = []int{ps}
-	} else {
-		for ps := page.MinPageSize; ps <= page.MaxPageSize; ps *= 2 {
-			sizes = append(sizes, ps)
-		}
-	}
-	for slot := range metas {
-		errs[slot] = errUnreadable
-		for _, ps := range sizes {
-			if int64(slot+1)*int64(ps) > size {
-				continue
-			}
-			buf := make([]byte, ps)
-			if n, _ := r.ReadAt(buf, int64(slot*ps)); n < ps {
-				continue
-			}
-			m, err := DecodeMeta(uint64(slot), buf)
-			if err != nil {
-				errs[slot] = err
-				continue
-			}
-			metas[slot], errs[slot] = m, nil
-			break
+	ms, errs := page.ReadMetas(r, size, nil)
+	for slot, m := range ms {
+		if m != nil {
+			metas[slot] = metaOf(m)
 		}
 	}
 	return metas, errs

@@ -176,7 +176,7 @@ func (t *Tree) writeBlob(v []byte) (page.BlobRef, error) {
 		}
 		buf := make([]byte, pages*uint64(ps))
 		page.EncodeBlobExtent(buf, ps, id, t.env.Txid, next, payload)
-		t.env.Runs = append(t.env.Runs, Run{ID: id, Data: buf})
+		t.env.Runs = append(t.env.Runs, page.Run{ID: id, Data: buf})
 		if err := t.env.writeEarly(len(buf)); err != nil {
 			return page.BlobRef{}, err
 		}

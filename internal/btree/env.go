@@ -37,12 +37,6 @@ type Allocator interface {
 	Free(id page.ID, n, born uint64) error
 }
 
-// Run is a run of pages to write: len(Data) is a multiple of the page size.
-type Run struct {
-	ID   page.ID
-	Data []byte
-}
-
 // Env is what the trees of one transaction share.
 type Env struct {
 	// Data is the memory map (the file's bytes from offset 0), valid for the
@@ -74,7 +68,7 @@ type Env struct {
 	// overwrites the whole buffer, so nothing of a buffer's last use leaks.
 	SparePages [][]byte
 	// Runs collects the runs spilled by the transaction, to be written at commit.
-	Runs []Run
+	Runs []page.Run
 	// WriteEarly, if set, is handed the runs Spill has encoded, a batch of
 	// at least EarlyWritePages pages at a time, while Spill goes on;
 	// Runs[:EarlyWritten] are those it took, the commit writes the rest.
@@ -83,7 +77,7 @@ type Env struct {
 	// can see (docs/design.md §3.1). The DB sets it in modes that flush
 	// every commit: the disk starts on the pages while Spill encodes the
 	// others, and the flush then waits for less.
-	WriteEarly   func([]Run) error
+	WriteEarly   func([]page.Run) error
 	EarlyWritten int
 	// EarlyWriteBytes, if positive, replaces EarlyWritePages pages as the
 	// batch size.
@@ -209,7 +203,7 @@ func (e *Env) ReadNode(ref page.Ref) (page.Node, error) { return e.readNode(ref)
 // values are blobs (docs/design.md §2.4). Up to eight pages a value lives
 // in its leaf, which then spans several pages as in bbolt: a blob is
 // rounded up to whole pages, and for values of one to a few pages that
-// rounding cost up to 1.3x bbolt's file (issue 10). Past eight pages the
+// rounding made files up to 1.3x bbolt's. Past eight pages the
 // rounding costs at most 1/8 of a value and blobs keep an update next to a
 // large value from rewriting it.
 func (e *Env) MaxInlineValue() int {

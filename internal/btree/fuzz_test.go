@@ -43,7 +43,7 @@ func (a *bumpAlloc) Free(id page.ID, n, _ uint64) error {
 }
 
 // applyRuns writes runs into img at their pages, growing it.
-func applyRuns(img []byte, runs []Run) []byte {
+func applyRuns(img []byte, runs []page.Run) []byte {
 	for _, r := range runs {
 		end := int(r.ID)*fuzzPS + len(r.Data)
 		if end > len(img) {

@@ -51,9 +51,7 @@ type node struct {
 // NodePool keeps the element arrays of materialised nodes from one write
 // transaction to the next: a one-key commit materialises a leaf and its
 // branches, and allocating their arrays (a branch of 300 children: 24 KiB)
-// was most of its garbage (issue 12: 15 of the 18.5 KB a one-key commit
-// allocated; 2.6 MB of a 200-update commit, with the page buffers). Only
-// the writer uses it; it needs no lock.
+// was most of its garbage. Only the writer uses it; it needs no lock.
 type NodePool struct {
 	// free[c] holds arrays whose capacity is in [2^c, 2^(c+1)).
 	free  [32][][]inode

@@ -765,7 +765,7 @@ func (t *Tree) write(n *node) (page.Ref, error) {
 			return n.inodes[i].key, n.inodes[i].child
 		})
 	}
-	t.env.Runs = append(t.env.Runs, Run{ID: id, Data: buf})
+	t.env.Runs = append(t.env.Runs, page.Run{ID: id, Data: buf})
 	if err := t.env.writeEarly(len(buf)); err != nil {
 		return page.Ref{}, err
 	}

@@ -246,6 +246,9 @@ func FuzzDecodeMeta(f *testing.F) {
 			}
 			return
 		}
+		if v := binary.LittleEndian.Uint32(buf[metaOffVersion:]); m.Version != v {
+			t.Fatalf("decoded version %d, the page says %d", m.Version, v)
+		}
 		// Documented validity: region count agrees with the HWM (without
 		// overflow), fits the page, root inside [minHWM, HWM).
 		// Regression (meta-hwm-overflow): an HWM within a region of 2^64
@@ -292,6 +295,10 @@ func FuzzDecodeMeta(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded meta rejected: %v", err)
 		}
+		if m2.Version != FormatVersion {
+			t.Fatalf("re-encoded meta decodes as version %d, want %d", m2.Version, FormatVersion)
+		}
+		m2.Version = m.Version
 		if !reflect.DeepEqual(m, m2) {
 			t.Fatalf("meta round trip: %+v != %+v", m, m2)
 		}

@@ -53,6 +53,10 @@ func (r Ref) IsZero() bool { return r.ID == 0 }
 
 // Meta is a decoded meta page.
 type Meta struct {
+	// Version is the format version of the page the meta was decoded from
+	// (an older one is read as this format, see DecodeMeta); zero for a
+	// meta built in memory. EncodeMeta always writes FormatVersion.
+	Version         uint32
 	PageSize        int
 	Txid            uint64
 	Steady          uint64 // the sync point this one builds on
@@ -208,6 +212,7 @@ func DecodeMeta(id ID, buf []byte) (*Meta, error) {
 		return nil, Corruptf(id, "meta page shorter than its page size %d", ps)
 	}
 	m := &Meta{
+		Version:         version,
 		PageSize:        ps,
 		Txid:            le.Uint64(buf[metaOffTxid:]),
 		Steady:          le.Uint64(buf[metaOffSteady:]),

@@ -77,6 +77,15 @@ const (
 	offChecksum = 28
 )
 
+// Run is a run of contiguous pages to write: Data covers pages
+// [ID, ID+len(Data)/page size), so len(Data) is a positive multiple of the
+// page size. The tree spills its nodes as runs, the free-space map its
+// region map pages, and the pager writes them.
+type Run struct {
+	ID   ID
+	Data []byte
+}
+
 // Header is the decoded common page header (docs/design.md §2.1).
 type Header struct {
 	Type     Type

@@ -90,13 +90,6 @@ type Options struct {
 	ReadOnly bool
 }
 
-// Run is a run of contiguous pages to write: Data covers pages
-// [ID, ID+len(Data)/page size).
-type Run struct {
-	ID   page.ID
-	Data []byte
-}
-
 // Stats counts the pager's I/O. All counters only ever increase.
 // They are int64, like the public DB statistics they feed.
 type Stats struct {
@@ -123,7 +116,7 @@ type Pager struct {
 	// the transitions of cur and closed.
 	wmu     sync.Mutex
 	scratch []byte
-	sorted  []Run
+	sorted  []page.Run
 
 	// mu guards cur. Acquire loads cur and takes its reference under the
 	// read lock; install swaps cur under the write lock before dropping the
@@ -583,7 +576,7 @@ func nextPowerOfTwo(n int64) int64 {
 // The file is grown (see Grow) to cover every run before anything is
 // written. Errors from the file are returned as they are; after one, some
 // runs may have been written and others not (the caller latches).
-func (p *Pager) WriteRuns(runs []Run) error {
+func (p *Pager) WriteRuns(runs []page.Run) error {
 	_, _, err := p.writeRuns(runs)
 	return err
 }
@@ -597,7 +590,7 @@ func (p *Pager) WriteRuns(runs []Run) error {
 // while the kernel queues the writes (measured: ~10 ms of a 11 MB commit's
 // 2,700 pages when the writer gave it), and the writer has a commit to
 // finish meanwhile. A hint that finds the goroutine busy is dropped.
-func (p *Pager) WriteRunsAndStart(runs []Run) error {
+func (p *Pager) WriteRunsAndStart(runs []page.Run) error {
 	lo, hi, err := p.writeRuns(runs)
 	if err != nil || hi <= lo || p.noWriteback.Load() {
 		return err
@@ -634,7 +627,7 @@ func (p *Pager) WriteRunsAndStart(runs []Run) error {
 }
 
 // writeRuns is WriteRuns; it returns the byte range the runs span.
-func (p *Pager) writeRuns(runs []Run) (lo, hi int64, err error) {
+func (p *Pager) writeRuns(runs []page.Run) (lo, hi int64, err error) {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	if p.closed.Load() {
@@ -650,7 +643,10 @@ func (p *Pager) writeRuns(runs []Run) (lo, hi int64, err error) {
 	defer func() {
 		// Drop the references to the callers' buffers.
 		clear(sorted)
-		p.sorted = sorted[:0]
+		p.sorted = nil
+		if cap(sorted) <= maxKeptRuns {
+			p.sorted = sorted[:0]
+		}
 	}()
 	if !slices.IsSortedFunc(sorted, cmpRun) {
 		slices.SortFunc(sorted, cmpRun)
@@ -706,9 +702,15 @@ func (p *Pager) writeRuns(runs []Run) (lo, hi int64, err error) {
 // than held for the life of the DB.
 const maxKeptScratch = 64 << 10
 
+// maxKeptRuns bounds the sorted copy of the runs WriteRuns keeps for the
+// next call: a one-key commit writes a handful of runs, while a bulk load's
+// hundreds of thousands would otherwise stay allocated for the life of the
+// file.
+const maxKeptRuns = 1024
+
 // writeGroup writes a group of adjacent runs, total bytes starting at byte
 // off, as one extent. The caller holds wmu.
-func (p *Pager) writeGroup(group []Run, total int, off int64) error {
+func (p *Pager) writeGroup(group []page.Run, total int, off int64) error {
 	if len(group) == 1 {
 		return p.writeExtent(group[0].Data, off)
 	}
@@ -734,7 +736,7 @@ func (p *Pager) writeGroup(group []Run, total int, off int64) error {
 	return p.writeExtent(buf, off)
 }
 
-func cmpRun(a, b Run) int {
+func cmpRun(a, b page.Run) int {
 	switch {
 	case a.ID < b.ID:
 		return -1
@@ -754,7 +756,7 @@ func cmpRun(a, b Run) int {
 // then sent up to 140x more bytes to storage than rivet wrote (measured:
 // 100 random 4 KiB updates after 1 MiB initial writes cost 51,814 KiB of
 // write_bytes per flush; after 4 KiB initial writes, 399 KiB). The extent
-// is still contiguous on disk, which is what seed 003's metric counts.
+// is still contiguous on disk: only the system calls are split.
 func (p *Pager) writeExtent(buf []byte, off int64) error {
 	chunk := p.ps
 	if chunk < osPageSize {

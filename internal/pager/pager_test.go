@@ -119,11 +119,11 @@ func TestWriteRunsCoalesces(t *testing.T) {
 		p := mustOpen(t, f, smallMaps)
 
 		// Pages 10, 11-12 and 13 are adjacent; 20 is not. Given out of order.
-		runs := []Run{
-			{20, pageBytes(20, 1, 0)},
-			{11, pageBytes(11, 2, 0)},
-			{13, pageBytes(13, 1, 0)},
-			{10, pageBytes(10, 1, 0)},
+		runs := []page.Run{
+			{ID: 20, Data: pageBytes(20, 1, 0)},
+			{ID: 11, Data: pageBytes(11, 2, 0)},
+			{ID: 13, Data: pageBytes(13, 1, 0)},
+			{ID: 10, Data: pageBytes(10, 1, 0)},
 		}
 		order := []page.ID{20, 11, 13, 10}
 		c.Reset()
@@ -163,12 +163,12 @@ func TestWriteRunsCoalescingCap(t *testing.T) {
 	c := vfs.NewCounting(vfs.NewMem())
 	p := mustOpen(t, openFile(t, c, "db"), smallMaps)
 	per := MaxCoalescedWrite / 2 / ps // pages per run: two runs fill a write
-	runs := []Run{
-		{0, pageBytes(0, per, 1)},
-		{uint64(per), pageBytes(uint64(per), per, 1)},
-		{uint64(2 * per), pageBytes(uint64(2*per), per, 1)},
+	runs := []page.Run{
+		{ID: 0, Data: pageBytes(0, per, 1)},
+		{ID: uint64(per), Data: pageBytes(uint64(per), per, 1)},
+		{ID: uint64(2 * per), Data: pageBytes(uint64(2*per), per, 1)},
 		// A single run larger than the cap is written whole.
-		{uint64(3 * per), pageBytes(uint64(3*per), 3*per, 1)},
+		{ID: uint64(3 * per), Data: pageBytes(uint64(3*per), 3*per, 1)},
 	}
 	if err := p.WriteRuns(runs); err != nil {
 		t.Fatal(err)
@@ -191,7 +191,7 @@ func TestWriteRunsCoalescingCap(t *testing.T) {
 func TestWriteRunsReusesScratch(t *testing.T) {
 	f := openFile(t, vfs.NewMem(), "db")
 	p := mustOpen(t, f, smallMaps)
-	runs := []Run{{1, pageBytes(1, 1, 0)}, {2, pageBytes(2, 2, 0)}, {4, pageBytes(4, 1, 0)}}
+	runs := []page.Run{{ID: 1, Data: pageBytes(1, 1, 0)}, {ID: 2, Data: pageBytes(2, 2, 0)}, {ID: 4, Data: pageBytes(4, 1, 0)}}
 	if err := p.WriteRuns(runs); err != nil {
 		t.Fatal(err)
 	}
@@ -208,13 +208,13 @@ func TestWriteRunsReusesScratch(t *testing.T) {
 func TestWriteRunsRejectsBadRuns(t *testing.T) {
 	c := vfs.NewCounting(vfs.NewMem())
 	p := mustOpen(t, openFile(t, c, "db"), smallMaps)
-	for name, runs := range map[string][]Run{
-		"overlap":      {{1, make([]byte, 2*ps)}, {2, make([]byte, ps)}},
-		"duplicate":    {{5, make([]byte, ps)}, {5, make([]byte, ps)}},
-		"empty":        {{1, nil}},
-		"partial page": {{1, make([]byte, ps+1)}},
-		"huge id":      {{math.MaxUint64 / 2, make([]byte, ps)}},
-		"end overflow": {{math.MaxInt64 / ps, make([]byte, 2*ps)}},
+	for name, runs := range map[string][]page.Run{
+		"overlap":      {{ID: 1, Data: make([]byte, 2*ps)}, {ID: 2, Data: make([]byte, ps)}},
+		"duplicate":    {{ID: 5, Data: make([]byte, ps)}, {ID: 5, Data: make([]byte, ps)}},
+		"empty":        {{ID: 1, Data: nil}},
+		"partial page": {{ID: 1, Data: make([]byte, ps+1)}},
+		"huge id":      {{ID: math.MaxUint64 / 2, Data: make([]byte, ps)}},
+		"end overflow": {{ID: math.MaxInt64 / ps, Data: make([]byte, 2*ps)}},
 	} {
 		if err := p.WriteRuns(runs); err == nil {
 			t.Errorf("%s: WriteRuns succeeded", name)
@@ -232,7 +232,7 @@ func TestWriteAndSyncErrorsReturnedAsIs(t *testing.T) {
 	faulty := vfs.NewFaulty(vfs.NewMem())
 	p := mustOpen(t, openFile(t, faulty, "db"), smallMaps)
 	faulty.Arm(vfs.Fault{Op: vfs.OpWrite, Err: syscall.ENOSPC, ShortWrite: 100})
-	err := p.WriteRuns([]Run{{0, make([]byte, ps)}})
+	err := p.WriteRuns([]page.Run{{ID: 0, Data: make([]byte, ps)}})
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("WriteRuns: %v, want ENOSPC", err)
 	}
@@ -267,7 +267,7 @@ func TestFailedGrowChangesNothing(t *testing.T) {
 	if err := p.EnsureMapped(4); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.WriteRuns([]Run{{1, pageBytes(1, 1, 7)}}); err != nil {
+	if err := p.WriteRuns([]page.Run{{ID: 1, Data: pageBytes(1, 1, 7)}}); err != nil {
 		t.Fatal(err)
 	}
 	size := func() int64 {
@@ -290,7 +290,7 @@ func TestFailedGrowChangesNothing(t *testing.T) {
 	if err := p.EnsureMapped(20); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("EnsureMapped on a full disk: %v, want ENOSPC", err)
 	}
-	if err := p.WriteRuns([]Run{{18, pageBytes(18, 1, 8)}}); !errors.Is(err, syscall.ENOSPC) {
+	if err := p.WriteRuns([]page.Run{{ID: 18, Data: pageBytes(18, 1, 8)}}); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("WriteRuns past the end on a full disk: %v, want ENOSPC", err)
 	}
 	if got := size(); got != before {
@@ -309,7 +309,7 @@ func TestFailedGrowChangesNothing(t *testing.T) {
 	if err := p.EnsureMapped(20); err != nil {
 		t.Fatalf("EnsureMapped once there is room: %v", err)
 	}
-	if err := p.WriteRuns([]Run{{18, pageBytes(18, 1, 8)}}); err != nil {
+	if err := p.WriteRuns([]page.Run{{ID: 18, Data: pageBytes(18, 1, 8)}}); err != nil {
 		t.Fatalf("WriteRuns once there is room: %v", err)
 	}
 	if got := viewLen(); got < 20*ps || int64(got) > size() {
@@ -361,7 +361,7 @@ func TestReadPagesIsCountedIO(t *testing.T) {
 	c := vfs.NewCounting(vfs.NewMem())
 	f := openFile(t, c, "db")
 	p := mustOpen(t, f, smallMaps)
-	if err := p.WriteRuns([]Run{{0, pageBytes(0, 4, 0)}}); err != nil {
+	if err := p.WriteRuns([]page.Run{{ID: 0, Data: pageBytes(0, 4, 0)}}); err != nil {
 		t.Fatal(err)
 	}
 	c.Reset()
@@ -376,7 +376,7 @@ func TestReadPagesIsCountedIO(t *testing.T) {
 func TestReadPagesIOErrorIsNotCorruption(t *testing.T) {
 	faulty := vfs.NewFaulty(vfs.NewMem())
 	p := mustOpen(t, openFile(t, faulty, "db"), smallMaps)
-	if err := p.WriteRuns([]Run{{0, make([]byte, ps)}}); err != nil {
+	if err := p.WriteRuns([]page.Run{{ID: 0, Data: make([]byte, ps)}}); err != nil {
 		t.Fatal(err)
 	}
 	faulty.Arm(vfs.Fault{Op: vfs.OpRead})
@@ -398,7 +398,7 @@ func TestRemapWhileViewHeld(t *testing.T) {
 		if err := p.EnsureMapped(4); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.WriteRuns([]Run{{0, pageBytes(0, 4, 0)}}); err != nil {
+		if err := p.WriteRuns([]page.Run{{ID: 0, Data: pageBytes(0, 4, 0)}}); err != nil {
 			t.Fatal(err)
 		}
 		old := p.Acquire()
@@ -412,7 +412,7 @@ func TestRemapWhileViewHeld(t *testing.T) {
 		if err := p.EnsureMapped(hwm); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.WriteRuns([]Run{{150, pageBytes(150, 50, 0)}}); err != nil {
+		if err := p.WriteRuns([]page.Run{{ID: 150, Data: pageBytes(150, 50, 0)}}); err != nil {
 			t.Fatal(err)
 		}
 		if st := p.Stats(); st.Remaps != 2 {
@@ -506,7 +506,7 @@ func TestEnsureMappedGrowsFile(t *testing.T) {
 	if err := p.EnsureMapped(101); !errors.Is(err, rerrors.ErrMaxSizeReached) {
 		t.Fatalf("EnsureMapped past MaxSize: %v", err)
 	}
-	if err := p.WriteRuns([]Run{{100, make([]byte, ps)}}); !errors.Is(err, rerrors.ErrMaxSizeReached) {
+	if err := p.WriteRuns([]page.Run{{ID: 100, Data: make([]byte, ps)}}); !errors.Is(err, rerrors.ErrMaxSizeReached) {
 		t.Fatalf("WriteRuns past MaxSize: %v", err)
 	}
 	if got := size(); got != 100*ps {
@@ -607,7 +607,7 @@ func TestReadOnly(t *testing.T) {
 		t.Fatalf("read-only view covers %d bytes", len(v.Bytes()))
 	}
 	for name, err := range map[string]error{
-		"WriteRuns": p.WriteRuns([]Run{{0, make([]byte, ps)}}),
+		"WriteRuns": p.WriteRuns([]page.Run{{ID: 0, Data: make([]byte, ps)}}),
 		"Grow":      p.Grow(20),
 		"Sync":      p.Sync(vfs.SyncData),
 	} {
@@ -677,7 +677,7 @@ func TestShortMappings(t *testing.T) {
 		if err := p.EnsureMapped(hwm); err != nil {
 			t.Fatalf("hwm %d: %v", hwm, err)
 		}
-		if err := p.WriteRuns([]Run{{hwm - 1, pageBytes(hwm-1, 1, 7)}}); err != nil {
+		if err := p.WriteRuns([]page.Run{{ID: hwm - 1, Data: pageBytes(hwm-1, 1, 7)}}); err != nil {
 			t.Fatal(err)
 		}
 		v := p.Acquire()
@@ -746,7 +746,7 @@ func TestClose(t *testing.T) {
 	if err := p.EnsureMapped(2); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.WriteRuns([]Run{{0, pageBytes(0, 2, 0)}}); err != nil {
+	if err := p.WriteRuns([]page.Run{{ID: 0, Data: pageBytes(0, 2, 0)}}); err != nil {
 		t.Fatal(err)
 	}
 	held := p.Acquire()
@@ -774,7 +774,7 @@ func TestClose(t *testing.T) {
 	for name, err := range map[string]error{
 		"EnsureMapped": p.EnsureMapped(1),
 		"Grow":         p.Grow(1),
-		"WriteRuns":    p.WriteRuns([]Run{{0, make([]byte, ps)}}),
+		"WriteRuns":    p.WriteRuns([]page.Run{{ID: 0, Data: make([]byte, ps)}}),
 		"Sync":         p.Sync(vfs.SyncData),
 	} {
 		if !errors.Is(err, ErrClosed) {
@@ -858,7 +858,7 @@ func TestConcurrentReadersAndRemaps(t *testing.T) {
 			if err := p.EnsureMapped(hwm + n); err != nil {
 				t.Fatal(err)
 			}
-			if err := p.WriteRuns([]Run{{hwm, pageBytes(hwm, int(n), 3)}}); err != nil {
+			if err := p.WriteRuns([]page.Run{{ID: hwm, Data: pageBytes(hwm, int(n), 3)}}); err != nil {
 				t.Fatal(err)
 			}
 			hwm += n
@@ -941,7 +941,7 @@ func TestDefaultReserveOnOS(t *testing.T) {
 		if err := p.EnsureMapped(hwm); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.WriteRuns([]Run{{hwm - 1, pageBytes(hwm-1, 1, 0)}}); err != nil {
+		if err := p.WriteRuns([]page.Run{{ID: hwm - 1, Data: pageBytes(hwm-1, 1, 0)}}); err != nil {
 			t.Fatal(err)
 		}
 		v := p.Acquire()

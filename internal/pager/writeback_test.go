@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/vfs"
 )
 
@@ -47,7 +48,7 @@ func TestWriteRunsAndStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := []Run{{12, pageBytes(12, 2, 1)}, {5, pageBytes(5, 1, 1)}}
+	runs := []page.Run{{ID: 12, Data: pageBytes(12, 2, 1)}, {ID: 5, Data: pageBytes(5, 1, 1)}}
 	if err := p.WriteRunsAndStart(runs); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestWriteRunsAndStart(t *testing.T) {
 	p2 := mustOpen(t, r, smallMaps)
 	write := func(id uint64) {
 		t.Helper()
-		if err := p2.WriteRunsAndStart([]Run{{id, pageBytes(id, 1, 2)}}); err != nil {
+		if err := p2.WriteRunsAndStart([]page.Run{{ID: id, Data: pageBytes(id, 1, 2)}}); err != nil {
 			t.Fatal(err)
 		}
 	}

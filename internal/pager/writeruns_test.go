@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/vfs"
 )
 
@@ -20,10 +21,10 @@ func TestWriteRunsSmallPages(t *testing.T) {
 	per := int(osPageSize / small) // small pages per OS page
 	fill := func(id, n int) []byte { return bytes.Repeat([]byte{byte(id)}, n*small) }
 	// Pages [0, 2*per) as runs of one page each: two OS pages' worth.
-	var runs []Run
+	var runs []page.Run
 	var want []byte
 	for id := range 2 * per {
-		runs = append(runs, Run{ID: uint64(id), Data: fill(id, 1)})
+		runs = append(runs, page.Run{ID: uint64(id), Data: fill(id, 1)})
 		want = append(want, fill(id, 1)...)
 	}
 	if err := p.WriteRuns(runs); err != nil {
@@ -48,9 +49,9 @@ func TestWriteRunsSmallPages(t *testing.T) {
 func TestWriteRunsKeepsNoLargeBuffer(t *testing.T) {
 	f := openFile(t, vfs.NewMem(), "db")
 	p := mustOpen(t, f, smallMaps)
-	var runs []Run
+	var runs []page.Run
 	for id := range 64 {
-		runs = append(runs, Run{ID: uint64(10 + id), Data: pageBytes(uint64(10+id), 1, 0)})
+		runs = append(runs, page.Run{ID: uint64(10 + id), Data: pageBytes(uint64(10+id), 1, 0)})
 	}
 	if err := p.WriteRuns(runs); err != nil {
 		t.Fatal(err)
@@ -71,11 +72,42 @@ func TestWriteRunsKeepsNoLargeBuffer(t *testing.T) {
 	}
 	const small = 1024
 	q := mustOpen(t, openFile(t, vfs.NewMem(), "db"), Options{PageSize: small, InitialMmapSize: 1024 * small, GrowSize: 64 * small})
-	big := []Run{{ID: 0, Data: make([]byte, small)}, {ID: 1, Data: make([]byte, 2*maxKeptScratch)}}
+	big := []page.Run{{ID: 0, Data: make([]byte, small)}, {ID: 1, Data: make([]byte, 2*maxKeptScratch)}}
 	if err := q.WriteRuns(big); err != nil {
 		t.Fatal(err)
 	}
 	if cap(q.scratch) > maxKeptScratch {
 		t.Fatalf("WriteRuns kept a %d-byte scratch buffer, more than %d", cap(q.scratch), maxKeptScratch)
+	}
+}
+
+// TestWriteRunsDropsReferences checks that WriteRuns keeps no reference to
+// the callers' page buffers once it returns (they become garbage as soon as
+// they are written), and no run list of a bulk load's length.
+func TestWriteRunsDropsReferences(t *testing.T) {
+	p := mustOpen(t, openFile(t, vfs.NewMem(), "db"), smallMaps)
+	write := func(n int) {
+		t.Helper()
+		var runs []page.Run
+		for id := range n {
+			// Descending, so WriteRuns sorts its copy.
+			runs = append(runs, page.Run{ID: uint64(10 + n - 1 - id), Data: pageBytes(uint64(10+n-1-id), 1, 0)})
+		}
+		if err := p.WriteRuns(runs); err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range p.sorted[:cap(p.sorted)] {
+			if r.Data != nil {
+				t.Fatalf("after writing %d runs: slot %d of the kept run list still holds a page buffer", n, i)
+			}
+		}
+	}
+	write(8)
+	if cap(p.sorted) == 0 {
+		t.Fatal("WriteRuns kept no run list to reuse")
+	}
+	write(maxKeptRuns + 1)
+	if p.sorted != nil {
+		t.Fatalf("WriteRuns of %d runs kept a run list of capacity %d", maxKeptRuns+1, cap(p.sorted))
 	}
 }

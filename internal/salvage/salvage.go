@@ -541,7 +541,7 @@ func (s *salvager) chooseState(size int64) (*page.Meta, int, error) {
 			if int64((slot+1)*ps) > int64(len(head)) {
 				continue
 			}
-			m := looseMeta(head[slot*ps:(slot+1)*ps], ps, size)
+			m := page.LooseMeta(head[slot*ps:(slot+1)*ps], ps, size)
 			if m == nil || (best != nil && m.Txid <= best.m.Txid) {
 				continue
 			}
@@ -562,7 +562,7 @@ func (s *salvager) chooseState(size int64) (*page.Meta, int, error) {
 // ones in slot order, and a note for each that is not.
 func readMetas(head []byte) (valid []metaCandidate, damaged []string) {
 	for slot := range 2 {
-		ps, ok := metaPageSize(head, slot)
+		ps, ok := page.ProbeMeta(head, slot)
 		if !ok {
 			damaged = append(damaged, fmt.Sprintf("meta %d is not a rivet meta page", slot))
 			continue
@@ -575,49 +575,6 @@ func readMetas(head []byte) (valid []metaCandidate, damaged []string) {
 		valid = append(valid, metaCandidate{m: m, slot: slot, valid: true})
 	}
 	return valid, damaged
-}
-
-// metaPageSize returns the page size of meta slot in head, from the slot 0
-// meta's page size field, or for slot 1 the first page size at which a
-// rivet meta naming that size starts.
-func metaPageSize(head []byte, slot int) (int, bool) {
-	if len(head) >= 12 && leU32(head) == page.Magic {
-		if ps := int(leU32(head[8:])); page.ValidPageSize(ps) && (slot+1)*ps <= len(head) {
-			if slot == 0 || leU32(head[ps:]) == page.Magic {
-				return ps, true
-			}
-		}
-	}
-	if slot == 0 {
-		return 0, false
-	}
-	for ps := page.MinPageSize; ps <= page.MaxPageSize; ps *= 2 {
-		if 2*ps <= len(head) && leU32(head[ps:]) == page.Magic && int(leU32(head[ps+8:])) == ps {
-			return ps, true
-		}
-	}
-	return 0, false
-}
-
-func leU32(b []byte) uint32 {
-	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
-}
-func leU64(b []byte) uint64 { return uint64(leU32(b)) | uint64(leU32(b[4:]))<<32 }
-
-// looseMeta reads a meta page's txid and root reference without trusting
-// anything else (the checksum failed): the HWM becomes the file's size.
-// It returns nil when the root is empty, which no fallback can use.
-func looseMeta(b []byte, ps int, size int64) *page.Meta {
-	m := &page.Meta{
-		PageSize: ps,
-		Txid:     leU64(b[16:]),
-		HWM:      uint64(size) / uint64(ps),
-		Root:     page.Ref{ID: leU64(b[40:]), Txid: leU64(b[48:]), Checksum: leU32(b[56:])},
-	}
-	if m.Root.IsZero() {
-		return nil
-	}
-	return m
 }
 
 // rootOK validates m's root page (an empty tree is fine).

@@ -33,7 +33,7 @@ func (d *fakeDisk) ReadPages(id page.ID, n uint64) ([]byte, error) {
 	return out, nil
 }
 
-func (d *fakeDisk) write(p MapPage) { d.pages[p.ID] = bytes.Clone(p.Data) }
+func (d *fakeDisk) write(p page.Run) { d.pages[p.ID] = bytes.Clone(p.Data) }
 
 func (d *fakeDisk) apply(img SyncImage) {
 	for _, p := range img.Pages {

@@ -888,7 +888,7 @@ func (h *harness) writeSome(img SyncImage) {
 				torn = make([]byte, tps)
 			}
 			copy(torn[:512], p.Data)
-			h.d.write(MapPage{ID: p.ID, Data: torn})
+			h.d.write(page.Run{ID: p.ID, Data: torn})
 		}
 	}
 }

@@ -89,14 +89,6 @@ type Config struct {
 	Loader Loader
 }
 
-// MapPage is one region map page to write: Data is a whole page for page ID.
-type MapPage struct {
-	// ID is the map slot to write.
-	ID page.ID
-	// Data is the encoded map page, exactly one page long.
-	Data []byte
-}
-
 // SyncImage is what a sync point writes for the free-space maps: the meta
 // fields that describe the free set of the state being synced, and the map
 // pages of the regions whose changes are not carried in the meta's delta.
@@ -113,7 +105,7 @@ type SyncImage struct {
 	// Pages holds one map page per dirty region, each for the slot the
 	// steady selector does not name (invariant 2: the steady map is never
 	// overwritten), in ascending page order.
-	Pages []MapPage
+	Pages []page.Run
 	// HWM is the high-water mark of the state being synced.
 	HWM uint64
 	// RegionCount is ceil(HWM/R), the number of regions of that state.
@@ -1181,7 +1173,7 @@ func (m *Map) PrepareSync(txid uint64) SyncImage {
 		buf := make([]byte, m.pageSize)
 		free := m.regions[r].free
 		page.EncodeRegionMap(buf, m.pageSize, slot, txid, free)
-		img.Pages = append(img.Pages, MapPage{ID: slot, Data: buf})
+		img.Pages = append(img.Pages, page.Run{ID: slot, Data: buf})
 		img.written = append(img.written, writtenMap{r: r, bits: slices.Clone(free)})
 		flipBit(img.Selector, r)
 		setBit(img.Changed, r)

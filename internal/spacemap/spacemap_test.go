@@ -654,7 +654,7 @@ func TestUnfinishedSyncIsIgnored(t *testing.T) {
 	// Torn write: half the new page over the old slot contents.
 	torn := make([]byte, tps)
 	copy(torn[:tps/2], img.Pages[0].Data)
-	d.write(MapPage{ID: img.Pages[0].ID, Data: torn})
+	d.write(page.Run{ID: img.Pages[0].ID, Data: torn})
 
 	m2 := reopen(t, d, ms)
 	if runs := freeRuns(t, m2); !slices.Equal(runs, [][2]uint64{{10, 20}}) {
