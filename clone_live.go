@@ -3,10 +3,7 @@ package rivet
 import (
 	"time"
 
-	"github.com/rivetkv/rivet/internal/boltfile"
 	"github.com/rivetkv/rivet/internal/image"
-	"github.com/rivetkv/rivet/internal/page"
-	"github.com/rivetkv/rivet/internal/vfs"
 )
 
 // liveCopyTestHook, when a test sets it, runs after every run a live copy
@@ -25,7 +22,6 @@ func cloneLive(src, dst string, opts *CloneOptions) (*CloneResult, error) {
 		Mode:      mode,
 		Copy:      opts.Copy,
 		Progress:  opts.Progress,
-		ReadMetas: readMetas,
 		Recover:   recoverClone,
 		AfterRead: liveCopyTestHook,
 	})
@@ -38,12 +34,6 @@ func cloneLive(src, dst string, opts *CloneOptions) (*CloneResult, error) {
 		res.Method = CloneReflinked
 	}
 	return res, nil
-}
-
-// readMetas reads both meta pages of f as Open does (which also finds
-// meta 1 when meta 0 names no page size); it needs only the file.
-func readMetas(f vfs.File, size int64) ([2]*page.Meta, [2]error) {
-	return page.ReadMetas(f, size, boltfile.IsMetaPage)
 }
 
 // recoverClone opens a clone of a live file once for writing: recovery

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/boltfile"
 	"github.com/rivetkv/rivet/internal/btree"
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/vfs"
@@ -96,9 +97,6 @@ type LiveOptions struct {
 	// written so far and an estimate of the total; its error stops the
 	// copy.
 	Progress func(written, total int64) error
-	// ReadMetas reads both meta pages of a file size bytes long, as Open
-	// reads them (also finding meta 1 when meta 0 names no page size).
-	ReadMetas func(f vfs.File, size int64) ([2]*page.Meta, [2]error)
 	// Recover opens a clone of the live file once for writing, so that
 	// recovery picks its newest complete sync point (a clone taken while
 	// the writer works is a crash image) and Close leaves a clean meta; it
@@ -259,7 +257,7 @@ func (c *liveCopy) readMetas() ([]*page.Meta, error) {
 	if err != nil {
 		return nil, err
 	}
-	metas, errs := c.opts.ReadMetas(c.src, size)
+	metas, errs := page.ReadMetas(c.src, size, boltfile.IsMetaPage)
 	var valid []*page.Meta
 	for _, m := range metas {
 		if m != nil {

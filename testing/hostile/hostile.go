@@ -9,6 +9,7 @@
 package hostile
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -171,29 +172,20 @@ type file struct {
 }
 
 func parse(img []byte) (*file, error) {
-	// Meta 0 names the page size; if it is damaged, meta 1 at the offset
-	// of its own page size.
-	ps, ok := page.MetaPageSize(img)
-	for s := page.MinPageSize; !ok && s <= page.MaxPageSize && 2*s <= len(img); s *= 2 {
-		if p, good := page.MetaPageSize(img[s:]); good && p == s {
-			ps, ok = p, true
-		}
-	}
-	if !ok {
-		return nil, errors.New("no rivet meta page found")
-	}
-	if len(img) < 4*ps || len(img)%ps != 0 {
-		return nil, fmt.Errorf("image of %d bytes is not a whole number of %d-byte pages", len(img), ps)
-	}
-	f := &file{img: img, ps: ps}
-	for slot := page.ID(0); slot < 2; slot++ {
-		m, err := page.DecodeMeta(slot, img[int(slot)*ps:int(slot+1)*ps])
-		if err == nil && (f.meta == nil || m.Txid > f.meta.Txid) {
-			f.meta, f.metaSlot = m, slot
+	metas, _ := page.ReadMetas(bytes.NewReader(img), int64(len(img)), nil)
+	f := &file{img: img}
+	for slot, m := range metas {
+		if m != nil && (f.meta == nil || m.Txid > f.meta.Txid) {
+			f.meta, f.metaSlot = m, page.ID(slot)
 		}
 	}
 	if f.meta == nil {
 		return nil, errors.New("neither meta page is valid")
+	}
+	ps := f.meta.PageSize
+	f.ps = ps
+	if len(img) < 4*ps || len(img)%ps != 0 {
+		return nil, fmt.Errorf("image of %d bytes is not a whole number of %d-byte pages", len(img), ps)
 	}
 	if f.meta.HWM*uint64(ps) > uint64(len(img)) {
 		return nil, fmt.Errorf("state needs %d pages, image has %d", f.meta.HWM, len(img)/ps)
