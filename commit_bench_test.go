@@ -15,7 +15,7 @@ import (
 func BenchmarkOneKeyCommit(b *testing.B) { benchOneKeyCommits(b, nil, 1000) }
 
 // BenchmarkOneKeyCommitNone is BenchmarkOneKeyCommit in None durability on
-// an empty bucket: the commit path with no flush, which issue 12 wants as
+// an empty bucket: the commit path with no flush, meant to be as
 // lean as bbolt's with NoSync.
 func BenchmarkOneKeyCommitNone(b *testing.B) { benchOneKeyCommits(b, &Options{Durability: None}, 0) }
 
