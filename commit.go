@@ -169,7 +169,13 @@ func (tx *Tx) commit() (committed, error) {
 	lead := syncs && db.unsyncedCommits.Load() == 0 && db.writersWaiting.Load() == 0 &&
 		db.lastSyncCommits.Load() <= 1 && db.claimSync()
 	if !lead {
-		if err := db.pager.WriteRuns(runs); err != nil {
+		write := db.pager.WriteRuns
+		if tx.lazy {
+			// A later flush covers a compaction step: start sending its
+			// pages to storage now, so that flush finds less to write.
+			write = db.pager.WriteRunsAndStart
+		}
+		if err := write(runs); err != nil {
 			return committed{}, fmt.Errorf("rivet: writing commit %d: %w", tx.txid, err)
 		}
 	}

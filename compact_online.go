@@ -12,13 +12,15 @@ import (
 	"github.com/rivetkv/rivet/internal/spacemap"
 )
 
-// compactStepPages bounds the pages one relocation transaction moves: a
-// writer waits for at most one such step (docs/design.md §4.1).
-const compactStepPages = 128
+// compactStepPages bounds the pages one compaction transaction rewrites: a
+// writer waits for at most one step (docs/design.md §4.1). Small steps cost
+// little: a step's fixed work (a commit without a flush) is small beside
+// its pages.
+const compactStepPages = 32
 
 // Compact gives space back while the database stays in use (docs/design.md
 // §4.1): it moves the pages that live near the end of the file into free
-// space lower down, in short write transactions of at most 128 pages each
+// space lower down, in short write transactions of at most 32 pages each
 // that interleave with the application's own, lowers the database's
 // high-water mark once everything above it is free, and cuts the file's
 // tail when no reader and no meta on disk can still reach it. Readers are
@@ -34,21 +36,58 @@ const compactStepPages = 128
 // Options.AutoCompact runs it in the background. The file's tail is not cut
 // on Windows, which refuses to truncate a mapped file; there the
 // high-water mark still goes down and the space is reused.
-func (db *DB) Compact(ctx context.Context) (int64, error) {
+func (db *DB) Compact(ctx context.Context) (int64, error) { return db.CompactWith(ctx, nil) }
+
+// CompactOptions tunes one call of DB.CompactWith.
+type CompactOptions struct {
+	// Progress, if set, is called from the compacting goroutine after
+	// every step and at every change of phase. It must return quickly:
+	// the next step waits for it.
+	Progress func(CompactProgress)
+}
+
+// CompactProgress is where a running compaction stands.
+type CompactProgress struct {
+	// Phase is "pack" (packing half-empty leaves), "relocate" (moving the
+	// pages near the end of the file into free space lower down) or "cut"
+	// (lowering the high-water mark and cutting the file's free tail).
+	Phase string
+	// Moved is the bytes of pages this call has rewritten so far.
+	Moved int64
+	// ToMove is what it expects to rewrite in all: Moved plus the bytes
+	// still to move. It is an estimate: packing's share is known only
+	// as it goes, and the application's writers can add pages above the
+	// target while it runs. Moved == ToMove at the end.
+	ToMove int64
+}
+
+// CompactWith is Compact with options: a progress callback.
+func (db *DB) CompactWith(ctx context.Context, opts *CompactOptions) (int64, error) {
 	if db.readOnly {
 		return 0, ErrDatabaseReadOnly
 	}
 	if db.isClosed() {
 		return 0, ErrDatabaseNotOpen
 	}
+	run := &compactRun{db: db}
+	if opts != nil {
+		run.progress = opts.Progress
+	}
 	db.mu.Lock()
 	db.stats.CompactCalls++
+	db.compacting = run
 	db.mu.Unlock()
+	defer func() {
+		db.mu.Lock()
+		db.compacting = nil
+		db.mu.Unlock()
+	}()
 	before := db.headHWM()
 	released := func() int64 { return int64(before-db.headHWM()) * int64(db.pageSize) }
 	// Pack first: it frees pages all through the file, which the
 	// relocation then fills from the top.
-	if err := db.compactPass(ctx, repackPass, 0); err != nil {
+	run.setPhase("pack", 0)
+	if err := db.compactPass(ctx, run, repackPass, 0); err != nil {
 		return released(), err
 	}
 	for range maxRelocationPasses {
@@ -61,20 +100,91 @@ func (db *DB) Compact(ctx context.Context) (int64, error) {
 		if !ok {
 			break
 		}
-		if err := db.compactPass(ctx, relocatePass, limit); err != nil {
+		inUse, err := db.inUseFrom(limit)
+		if err != nil {
+			return released(), err
+		}
+		run.setPhase("relocate", inUse)
+		if err := db.compactPass(ctx, run, relocatePass, limit); err != nil {
 			return released(), err
 		}
 	}
+	run.setPhase("cut", 0)
 	if err := db.Sync(); err != nil {
 		return released(), err
 	}
-	if err := db.shrinkTail(); err != nil {
+	if err := db.shrinkTail(run); err != nil {
 		return released(), err
 	}
 	if err := db.Sync(); err != nil {
 		return released(), err
 	}
-	return released(), db.truncateTail(true)
+	return released(), db.truncateTail(run, true)
+}
+
+// A compactRun is one call of CompactWith: its progress, which DB.Stats
+// also reports, and how long it has held the writer lock at once.
+// Invariant: moved and toMove change only on the compacting goroutine,
+// under db.mu (Stats reads them under it).
+type compactRun struct {
+	db       *DB
+	progress func(CompactProgress)
+	phase    string
+	moved    int64 // pages rewritten
+	toMove   int64 // pages rewritten plus pages still to move
+}
+
+// setPhase starts phase, with pages still to move in it, and reports it.
+func (r *compactRun) setPhase(phase string, pages uint64) {
+	r.db.mu.Lock()
+	r.phase = phase
+	r.toMove = max(r.moved+int64(pages), r.moved)
+	r.db.mu.Unlock()
+	r.report()
+}
+
+// stepDone counts a committed step's rewritten pages and reports them.
+func (r *compactRun) stepDone(pages uint64) {
+	r.db.mu.Lock()
+	r.moved += int64(pages)
+	r.toMove = max(r.toMove, r.moved)
+	r.db.stats.CompactSteps++
+	r.db.stats.CompactPagesRewritten += int64(pages)
+	r.db.mu.Unlock()
+	r.report()
+}
+
+// held notes that compaction held the writer lock for d at once.
+func (r *compactRun) held(d time.Duration) {
+	r.db.mu.Lock()
+	r.db.stats.CompactLongestHold = max(r.db.stats.CompactLongestHold, d)
+	r.db.mu.Unlock()
+}
+
+func (r *compactRun) report() {
+	if r.progress == nil {
+		return
+	}
+	r.db.mu.Lock()
+	p := r.snapshot()
+	r.db.mu.Unlock()
+	r.progress(p)
+}
+
+// snapshot is the progress in bytes; the caller holds db.mu.
+func (r *compactRun) snapshot() CompactProgress {
+	ps := int64(r.db.pageSize)
+	return CompactProgress{Phase: r.phase, Moved: r.moved * ps, ToMove: r.toMove * ps}
+}
+
+// inUseFrom returns the pages in use at or above limit: what a relocation
+// to below it must move.
+func (db *DB) inUseFrom(limit page.ID) (uint64, error) {
+	db.writer.Lock()
+	defer db.writer.Unlock()
+	db.spaceMu.Lock()
+	defer db.spaceMu.Unlock()
+	return db.space.InUseFrom(limit)
 }
 
 // maxRelocationPasses bounds the relocation passes of one Compact: a pass
@@ -138,15 +248,18 @@ type compactPassFunc func(b *Bucket, from []byte, st *compactStep) (next []byte,
 // still pending may be what it lacks), then fragmented (blobs in one-page
 // extents, multi-page nodes left in place for a later call); if that too
 // fails, the pass ends.
-func (db *DB) compactPass(ctx context.Context, pass compactPassFunc, limit page.ID) error {
+func (db *DB) compactPass(ctx context.Context, run *compactRun, pass compactPassFunc, limit page.ID) error {
 	pos := &compactPos{}
 	level := compactNormal
+	var held time.Duration // how long the last step held the writer lock
 	for pos != nil {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		db.yieldToWriters()
-		next, err := db.compactStep(pass, limit, level, pos)
+		db.yieldToWriters(held)
+		var next *compactPos
+		var err error
+		next, held, err = db.compactStep(run, pass, limit, level, pos)
 		if errors.Is(err, spacemap.ErrLimit) {
 			switch level {
 			case compactNormal:
@@ -169,17 +282,21 @@ func (db *DB) compactPass(ctx context.Context, pass compactPassFunc, limit page.
 	return nil
 }
 
-// yieldToWriters lets the application's writers go before the next
-// compaction step, for up to compactYield: those waiting for the writer
-// lock (Go's mutex is not FIFO, and a compaction looping over steps would
-// otherwise often win it again), and a sync point in flight. A step run
-// while a writer's flush is in flight makes the next flush larger: with
-// steps running freely, one-key commits during a repack flushed 20 steps'
-// pages and took 20 ms (256 MiB file, half its keys deleted). So each
-// flush covers about one step, and a writer waits for at most the one
-// step that holds the lock when it arrives.
-func (db *DB) yieldToWriters() {
-	deadline := time.Now().Add(compactYield)
+// yieldToWriters lets the application's writers go between two
+// compaction steps. It waits while writers wait for the writer lock (Go's
+// mutex is not FIFO, and a compaction looping over steps would otherwise
+// often win it again) or a sync point is in flight (a step run meanwhile
+// adds its pages to the flush after it, which a durable writer then waits
+// for), but for at most compactYieldShare times as long as the last step
+// held the writer lock, and between compactMinYield and compactYield.
+// Writers that commit back to back leave the lock and the flush idle only
+// for microseconds, so a wait until both are idle would end only at its
+// bound: that bound, proportional to the step, gives compaction about a
+// third of the time against such writers, and all of it on an idle
+// database. A writer waits for at most the one step that holds the lock
+// when it arrives.
+func (db *DB) yieldToWriters(held time.Duration) {
+	deadline := time.Now().Add(min(max(compactYieldShare*held, compactMinYield), compactYield))
 	for time.Now().Before(deadline) {
 		db.syncMu.Lock()
 		syncing := db.syncing
@@ -191,9 +308,14 @@ func (db *DB) yieldToWriters() {
 	}
 }
 
-// compactYield bounds how long compaction waits for writers between two
-// steps, so that writers committing back to back cannot stall it for good.
-const compactYield = 20 * time.Millisecond
+// Bounds of yieldToWriters' wait: compactYieldShare times the last step's
+// hold of the writer lock, at least compactMinYield and at most
+// compactYield.
+const (
+	compactYieldShare = 2
+	compactMinYield   = 200 * time.Microsecond
+	compactYield      = 20 * time.Millisecond
+)
 
 // How hard a compaction step tries to fit what it moves below its limit.
 const (
@@ -204,11 +326,17 @@ const (
 
 // compactStep runs one step of a pass from pos, in one write transaction,
 // and returns where the next step starts (nil: the pass is done).
-func (db *DB) compactStep(pass compactPassFunc, limit page.ID, level int, pos *compactPos) (*compactPos, error) {
+// held is how long the step held the writer lock.
+func (db *DB) compactStep(run *compactRun, pass compactPassFunc, limit page.ID, level int, pos *compactPos) (_ *compactPos, held time.Duration, err error) {
 	tx, err := db.beginRW()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	start := time.Now()
+	defer func() {
+		held = time.Since(start)
+		run.held(held)
+	}()
 	tx.lazy = true
 	if level == compactFragmented {
 		tx.env.MaxExtentPages = 1
@@ -227,21 +355,18 @@ func (db *DB) compactStep(pass compactPassFunc, limit page.ID, level int, pos *c
 	next, err := tx.root.compactWalk(pass, pos.path, pos.key, st)
 	if err != nil {
 		_ = tx.Rollback()
-		return nil, err
+		return nil, 0, err
 	}
 	if st.budget.Pages == budget {
 		// Nothing to rewrite in this stretch.
-		return next, tx.Rollback()
+		return next, 0, tx.Rollback()
 	}
 	rewritten := budget - st.budget.Pages
 	if err := tx.Commit(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	db.mu.Lock()
-	db.stats.CompactSteps++
-	db.stats.CompactPagesRewritten += int64(rewritten)
-	db.mu.Unlock()
-	return next, nil
+	run.stepDone(rewritten)
+	return next, 0, nil
 }
 
 // compactWalk runs pass over b's tree (unless path names one of b's nested
@@ -349,7 +474,7 @@ func touchForRepack(b *Bucket, keys [][]byte) error {
 // Lock order: leadership before the writer lock, as syncThrough takes them;
 // a writer holding the writer lock only ever tries the leadership
 // (claimSync), so it cannot wait for us.
-func (db *DB) shrinkTail() error {
+func (db *DB) shrinkTail(run *compactRun) error {
 	db.syncMu.Lock()
 	for db.syncing {
 		db.syncCond.Wait()
@@ -361,6 +486,8 @@ func (db *DB) shrinkTail() error {
 		db.releaseSync()
 		return err
 	}
+	start := time.Now()
+	defer func() { run.held(time.Since(start)) }()
 	db.spaceMu.Lock()
 	tail, err := db.space.FreeTail()
 	shrunk := false
@@ -389,7 +516,7 @@ func (db *DB) shrinkTail() error {
 // and cutting a mapped file costs time in proportion to what it drops
 // (about 22 ms for 60 MiB on this machine), so it goes down truncateChunk at a time,
 // letting waiting writers in between: a writer waits for one chunk at most.
-func (db *DB) truncateTail(cleanMeta bool) error {
+func (db *DB) truncateTail(run *compactRun, cleanMeta bool) error {
 	if cleanMeta {
 		db.writer.Lock()
 		err := db.writeCleanMeta()
@@ -398,11 +525,15 @@ func (db *DB) truncateTail(cleanMeta bool) error {
 			return err
 		}
 	}
+	var held time.Duration
 	for {
-		db.yieldToWriters()
+		db.yieldToWriters(held)
 		db.writer.Lock()
+		start := time.Now()
 		more, err := db.truncateLocked(0, truncateChunk)
+		held = time.Since(start)
 		db.writer.Unlock()
+		run.held(held)
 		if err != nil || !more {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -563,4 +564,72 @@ func TestAutoCompactBacksOff(t *testing.T) {
 		t.Fatalf("file still %d KiB (grown to %d KiB) 30 s after the reader ended", size>>10, grown>>10)
 	}
 	mustCheck(t, db)
+}
+
+// TestCompactProgress: CompactWith reports every phase in order, the bytes
+// moved never go down or pass the bytes to move, the last report has
+// moved everything it expected, and Stats shows the same progress while
+// the compaction runs and none after it.
+func TestCompactProgress(t *testing.T) {
+	n := 20000
+	if testing.Short() || raceEnabled {
+		n = 8000
+	}
+	rng := rand.New(rand.NewSource(testSeed(t)))
+	tdb := openTestDB(t, &Options{PageSize: 4096})
+	db := tdb.DB
+	compactLoad(t, db, n, rng)
+	// Keep the last keys of every 100: the live pages lie all through the
+	// file, those near its end must move.
+	compactDelete(t, db, n, func(i int) bool { return i%100 >= 90 })
+	before := db.Stats()
+	var reports []CompactProgress
+	var during []Stats
+	released, err := db.CompactWith(context.Background(), &CompactOptions{Progress: func(p CompactProgress) {
+		reports = append(reports, p)
+		if len(reports)%16 == 1 {
+			during = append(during, db.Stats())
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if released <= 0 {
+		t.Fatalf("compaction released %d bytes", released)
+	}
+	phases := []string{}
+	for i, p := range reports {
+		if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
+			phases = append(phases, p.Phase)
+		}
+		if p.Moved > p.ToMove {
+			t.Fatalf("report %d: moved %d of %d", i, p.Moved, p.ToMove)
+		}
+		if i > 0 && p.Moved < reports[i-1].Moved {
+			t.Fatalf("report %d: moved went down from %d to %d", i, reports[i-1].Moved, p.Moved)
+		}
+	}
+	if len(phases) < 3 || phases[0] != "pack" || phases[len(phases)-1] != "cut" || !slices.Contains(phases, "relocate") {
+		t.Fatalf("phases %v, want pack, relocate..., cut", phases)
+	}
+	last := reports[len(reports)-1]
+	after := db.Stats()
+	rewritten := (after.CompactPagesRewritten - before.CompactPagesRewritten) * 4096
+	if last.Moved != last.ToMove || last.Moved != rewritten || rewritten == 0 {
+		t.Fatalf("last report moved %d of %d; stats count %d bytes rewritten", last.Moved, last.ToMove, rewritten)
+	}
+	if len(during) == 0 {
+		t.Fatal("no Stats taken during the compaction")
+	}
+	for _, s := range during {
+		if !s.Compacting || s.CompactPhase == "" || s.CompactBytesMoved > s.CompactBytesToMove {
+			t.Fatalf("Stats during compaction: compacting %v, phase %q, moved %d of %d", s.Compacting, s.CompactPhase, s.CompactBytesMoved, s.CompactBytesToMove)
+		}
+	}
+	if after.Compacting || after.CompactPhase != "" || after.CompactBytesMoved != 0 {
+		t.Fatalf("Stats after compaction: %+v", after)
+	}
+	if after.CompactLongestHold <= 0 {
+		t.Fatalf("CompactLongestHold %v after %d steps", after.CompactLongestHold, after.CompactSteps-before.CompactSteps)
+	}
 }

@@ -227,6 +227,8 @@ type DB struct {
 	// recovered and metaReadBytes are set by Open.
 	stats      Stats
 	spaceStats spacemap.Stats
+	// compacting is the running compaction's progress, nil when none runs.
+	compacting *compactRun
 	// commits counts committed write transactions.
 	commits atomic.Int64
 	// txStats sums the statistics of every ended transaction; only
@@ -322,6 +324,11 @@ func (db *DB) Stats() Stats {
 	s := db.stats
 	ss := db.spaceStats
 	s.Latched = db.latched != nil
+	if r := db.compacting; r != nil {
+		s.Compacting = true
+		p := r.snapshot()
+		s.CompactPhase, s.CompactBytesMoved, s.CompactBytesToMove = p.Phase, p.Moved, p.ToMove
+	}
 	db.mu.Unlock()
 	open, begun := db.readers.Stats()
 	s.OpenTxN, s.TxN = open, int(begun)

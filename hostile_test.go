@@ -893,7 +893,7 @@ func TestHostileBranchDAG(t *testing.T) {
 			defer db.Close()
 			// No budget: only the visit bound can stop the walk.
 			db.compactBudget = math.MaxUint64
-			_, err = db.compactStep(pass.fn, pass.limit, compactNormal, &compactPos{})
+			_, _, err = db.compactStep(&compactRun{db: db}, pass.fn, pass.limit, compactNormal, &compactPos{})
 			done <- err
 		}()
 		select {

@@ -54,6 +54,17 @@ type Stats struct {
 	// CompactPagesRewritten counts the pages compaction steps rewrote:
 	// moved below the target or packed.
 	CompactPagesRewritten int64
+	// CompactLongestHold is the longest compaction has held the writer
+	// lock at once since Open (a step, lowering the high-water mark, or
+	// cutting a piece of the file): the longest a writer waited for it.
+	CompactLongestHold time.Duration
+	// Compacting is set while a compaction runs; CompactPhase,
+	// CompactBytesMoved and CompactBytesToMove are then its progress
+	// (CompactProgress), and zero otherwise.
+	Compacting         bool
+	CompactPhase       string
+	CompactBytesMoved  int64
+	CompactBytesToMove int64
 	// Latched is set once a failed flush has made the DB refuse further
 	// writes (ErrLatched) until it is closed and reopened: the state an
 	// operator must be alerted to. A failed write (a full disk) fails its
@@ -62,7 +73,8 @@ type Stats struct {
 }
 
 // Sub returns s minus other, for the counters that accumulate; gauges
-// (FreePageN, PendingPageN, FreeAlloc, FreelistInuse, OpenTxN) keep s's value.
+// (FreePageN, PendingPageN, FreeAlloc, FreelistInuse, OpenTxN, the
+// running compaction's progress and CompactLongestHold) keep s's value.
 func (s *Stats) Sub(other *Stats) Stats {
 	if other == nil {
 		return *s

@@ -3,13 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
 	"github.com/rivetkv/rivet"
 	rerrors "github.com/rivetkv/rivet/errors"
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )
 
@@ -231,43 +229,4 @@ func duration(d time.Duration) string {
 		return fmt.Sprintf("%d ms", d.Milliseconds())
 	}
 	return seconds(d)
-}
-
-// byteBar is a progress bar of bytes on a terminal, made on the first
-// report (the total is known only then), or nothing.
-type byteBar struct {
-	w     io.Writer
-	off   bool
-	label string
-	pb    *progressbar.ProgressBar
-	total int64
-}
-
-func (b *byteBar) set(done, total int64) {
-	if b.off || !isTerminal(b.w) {
-		return
-	}
-	if b.pb == nil {
-		b.pb = progressbar.NewOptions64(total,
-			progressbar.OptionSetWriter(b.w),
-			progressbar.OptionSetDescription(b.label),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionClearOnFinish(),
-		)
-		b.total = total
-	}
-	if total != b.total {
-		b.pb.ChangeMax64(total)
-		b.total = total
-	}
-	_ = b.pb.Set64(done)
-}
-
-func (b *byteBar) finish() {
-	if b.pb != nil {
-		_ = b.pb.Finish()
-	}
 }

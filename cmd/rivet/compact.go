@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -21,8 +20,9 @@ func newCompactCmd() *cobra.Command {
 online compaction a running program can also call — and closes it, printing
 the file's size before and after. Half-empty leaves are packed, pages near
 the end of the file are moved into free space lower down and the free tail
-is cut. On a terminal, a progress line shows the bytes rewritten so far
-(how many there will be is known only at the end).`,
+is cut. On a terminal, a progress bar shows the phase and the bytes
+rewritten so far of the bytes to rewrite (an estimate that can grow as
+the compaction finds more to move).`,
 		Example: `  rivet compact app.db`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -45,9 +45,16 @@ is cut. On a terminal, a progress line shows the bytes rewritten so far
 				return err
 			}
 			start := time.Now()
-			stop := showCompactProgress(cmd.ErrOrStderr(), db)
-			released, err := db.Compact(context.Background())
-			stop()
+			bar := &byteBar{w: cmd.ErrOrStderr(), label: "compacting"}
+			phase := ""
+			released, err := db.CompactWith(context.Background(), &rivet.CompactOptions{Progress: func(p rivet.CompactProgress) {
+				if p.Phase != phase {
+					phase = p.Phase
+					bar.describe("compacting (" + phase + ")")
+				}
+				bar.set(p.Moved, p.ToMove)
+			}})
+			bar.finish()
 			if cerr := db.Close(); err == nil {
 				err = cerr
 			}
@@ -62,39 +69,5 @@ is cut. On a terminal, a progress line shows the bytes rewritten so far
 				sizeString(before), sizeString(fi.Size()), sizeString(released), time.Since(start).Round(time.Millisecond))
 			return nil
 		},
-	}
-}
-
-// showCompactProgress draws, on a terminal, the bytes compaction has
-// rewritten so far (from DB.Stats), until the returned func is called,
-// which erases the line. The total is known only at the end, so this is a
-// counter, not a bar.
-func showCompactProgress(w io.Writer, db *rivet.DB) (stop func()) {
-	if !isTerminal(w) {
-		return func() {}
-	}
-	base := db.Stats().CompactPagesRewritten
-	pageSize := int64(db.Info().PageSize)
-	start := time.Now()
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				fmt.Fprint(w, "\r\033[K")
-				return
-			case <-t.C:
-				moved := (db.Stats().CompactPagesRewritten - base) * pageSize
-				fmt.Fprintf(w, "\r\033[Kcompacting: %s rewritten, %s", sizeString(moved), time.Since(start).Round(100*time.Millisecond))
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-finished
 	}
 }

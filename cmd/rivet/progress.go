@@ -84,3 +84,50 @@ func showWalkProgress(w io.Writer, what string) (stop func()) {
 		<-finished
 	}
 }
+
+// byteBar is a progress bar of bytes on a terminal, made on the first
+// report (the total is known only then), or nothing.
+type byteBar struct {
+	w     io.Writer
+	off   bool
+	label string
+	pb    *progressbar.ProgressBar
+	total int64
+}
+
+func (b *byteBar) set(done, total int64) {
+	if b.off || !isTerminal(b.w) {
+		return
+	}
+	if b.pb == nil {
+		b.pb = progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(b.w),
+			progressbar.OptionSetDescription(b.label),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionClearOnFinish(),
+		)
+		b.total = total
+	}
+	if total != b.total {
+		b.pb.ChangeMax64(total)
+		b.total = total
+	}
+	_ = b.pb.Set64(done)
+}
+
+// describe changes the bar's label (for work in phases).
+func (b *byteBar) describe(label string) {
+	b.label = label
+	if b.pb != nil {
+		b.pb.Describe(label)
+	}
+}
+
+func (b *byteBar) finish() {
+	if b.pb != nil {
+		_ = b.pb.Finish()
+	}
+}

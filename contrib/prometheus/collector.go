@@ -89,6 +89,14 @@ func NewCollector(db *rivet.DB, opts Options) *Collector {
 		func(s *rivet.Stats, _ *Collector) float64 { return float64(s.CompactSteps) })
 	add("compact_pages_rewritten_total", "Pages compaction moved or packed.", counter,
 		func(s *rivet.Stats, _ *Collector) float64 { return float64(s.CompactPagesRewritten) })
+	add("compact_running", "1 while a compaction runs, else 0.", gauge,
+		func(s *rivet.Stats, _ *Collector) float64 { return boolValue(s.Compacting) })
+	add("compact_moved_bytes", "Bytes the running compaction has rewritten so far (0 when none runs).", gauge,
+		func(s *rivet.Stats, _ *Collector) float64 { return float64(s.CompactBytesMoved) })
+	add("compact_to_move_bytes", "Bytes the running compaction expects to rewrite in all, an estimate (0 when none runs).", gauge,
+		func(s *rivet.Stats, _ *Collector) float64 { return float64(s.CompactBytesToMove) })
+	add("compact_longest_hold_seconds", "Longest time compaction has held the writer lock at once since Open: the longest a writer waited for it.", gauge,
+		func(s *rivet.Stats, _ *Collector) float64 { return s.CompactLongestHold.Seconds() })
 	add("recovery_fell_back", "1 if Open found the newest commit torn and opened the previous one (commits may have been lost), else 0.", gauge,
 		func(_ *rivet.Stats, c *Collector) float64 { return boolValue(c.db.Recovery().FellBack) })
 	add("recovery_damaged_meta", "1 if Open found one of the two meta pages damaged and used the other, else 0.", gauge,

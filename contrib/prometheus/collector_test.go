@@ -114,6 +114,75 @@ func TestScrape(t *testing.T) {
 	}
 }
 
+// TestScrapeDuringCompaction: while a compaction runs, a scrape shows it
+// running with its progress; after it, not running, and the longest hold
+// of the writer lock it took.
+func TestScrapeDuringCompaction(t *testing.T) {
+	db := openDB(t)
+	defer db.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(db, Options{}))
+	val := make([]byte, 300)
+	for start := 0; start < 20000; start += 2000 {
+		if err := db.Update(func(tx *rivet.Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("b"))
+			if err != nil {
+				return err
+			}
+			for i := start; i < start+2000; i++ {
+				if err := b.Put([]byte(strconv.Itoa(1000000+i)), val); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Update(func(tx *rivet.Tx) error {
+		c := tx.Bucket([]byte("b")).Cursor()
+		i := 0
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if i%10 != 0 {
+				if err := c.Delete(); err != nil {
+					return err
+				}
+			}
+			i++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var during []string
+	if _, err := db.CompactWith(t.Context(), &rivet.CompactOptions{Progress: func(p rivet.CompactProgress) {
+		if p.Phase == "relocate" && len(during) < 3 {
+			during = append(during, scrape(t, reg))
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(during) == 0 {
+		t.Fatal("the compaction reported no relocation")
+	}
+	for _, text := range during {
+		if v := value(t, text, "rivet_compact_running"); v != 1 {
+			t.Errorf("compact_running = %v during a compaction", v)
+		}
+		moved, toMove := value(t, text, "rivet_compact_moved_bytes"), value(t, text, "rivet_compact_to_move_bytes")
+		if toMove <= 0 || moved > toMove {
+			t.Errorf("during a compaction: moved %v of %v bytes", moved, toMove)
+		}
+	}
+	after := scrape(t, reg)
+	if v := value(t, after, "rivet_compact_running"); v != 0 {
+		t.Errorf("compact_running = %v after the compaction", v)
+	}
+	if v := value(t, after, "rivet_compact_longest_hold_seconds"); v <= 0 {
+		t.Errorf("compact_longest_hold_seconds = %v after a compaction", v)
+	}
+}
+
 // TestClosedDBReportsNothing: scraping after Close yields no samples and
 // no panic.
 func TestClosedDBReportsNothing(t *testing.T) {

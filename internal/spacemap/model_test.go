@@ -824,6 +824,20 @@ func (h *harness) compareForEachFree() {
 		h.fatalf("ForEachFree reports %d pages, model has %d free", len(got), len(want))
 	}
 	h.compareBits() // every region is loaded now
+	from := h.rng.Uint64N(h.md.hwm + 1)
+	inUse, err := h.m.InUseFrom(from)
+	if err != nil {
+		h.fatalf("InUseFrom(%d): %v", from, err)
+	}
+	var wantInUse uint64
+	for p := from; p < h.md.hwm; p++ {
+		if h.md.st[p] != pgReserved && !h.md.isFree(p) {
+			wantInUse++
+		}
+	}
+	if inUse != wantInUse {
+		h.fatalf("InUseFrom(%d) = %d, model has %d pages in use (HWM %d)", from, inUse, wantInUse, h.md.hwm)
+	}
 }
 
 // noteRelease records a release the Map and the model just made, for the

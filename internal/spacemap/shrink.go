@@ -200,3 +200,24 @@ func copyRange(dst, src []uint64, from, to uint64) uint64 {
 	}
 	return n
 }
+
+// InUseFrom returns the data pages in [from, HWM) that are not free in the
+// newest committed state: what a compaction must move for everything to
+// lie below from. Map slots are not counted. It loads the regions it
+// looks at.
+func (m *Map) InUseFrom(from page.ID) (uint64, error) {
+	var n uint64
+	for r := from / m.rp; r < m.regionCount(); r++ {
+		reg, err := m.region(r)
+		if err != nil {
+			return 0, err
+		}
+		base := r * m.rp
+		lo := max(from, page.RegionFirstData(m.pageSize, r)) - base
+		hi := min(m.rp, m.hwm-base)
+		if hi > lo {
+			n += hi - lo - countRange(reg.free, lo, hi-lo)
+		}
+	}
+	return n, nil
+}
