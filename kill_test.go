@@ -69,6 +69,8 @@ func TestKillChild(t *testing.T) {
 	switch mode {
 	case "commit":
 		err = killChildCommit(report)
+	case "compact":
+		err = killChildCompact(report)
 	case "hold-rw", "hold-ro":
 		err = killChildHold(report, mode == "hold-ro")
 		if err == nil {
