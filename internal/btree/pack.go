@@ -116,9 +116,7 @@ func (t *Tree) pack(n *node) (last bool, err error) {
 			return false, err
 		}
 		if !r.leaf {
-			err := page.Corruptf(r.orig.ID, "siblings at one level are leaf and branch")
-			t.env.fail(err)
-			return false, err
+			return false, t.mixedLevels(r.orig.ID)
 		}
 		moved := min(want-len(n.inodes), len(r.inodes))
 		n.inodes = append(n.inodes, r.inodes[:moved]...)
@@ -144,6 +142,9 @@ func (t *Tree) pack(n *node) (last bool, err error) {
 func (t *Tree) appendSiblingSizes(els []int, size int, ref page.Ref) ([]int, int, error) {
 	limit := packLeafPages * t.env.PageSize
 	if m, ok := t.nodes[ref.ID]; ok {
+		if !m.leaf {
+			return nil, 0, t.mixedLevels(ref.ID)
+		}
 		for i := 0; i < len(m.inodes) && size <= limit; i++ {
 			el := m.leafElemSize(i)
 			els = append(els, el)
@@ -156,6 +157,9 @@ func (t *Tree) appendSiblingSizes(els []int, size int, ref page.Ref) ([]int, int
 		t.env.fail(err)
 		return nil, 0, err
 	}
+	if !p.IsLeaf() {
+		return nil, 0, t.mixedLevels(ref.ID)
+	}
 	for i := 0; i < p.Count() && size <= limit; i++ {
 		_, k, v, err := p.LeafElem(i)
 		if err != nil {
@@ -167,6 +171,14 @@ func (t *Tree) appendSiblingSizes(els []int, size int, ref page.Ref) ([]int, int
 		size += el
 	}
 	return els, size, nil
+}
+
+// mixedLevels records and returns the corruption of a leaf whose sibling
+// id is a branch.
+func (t *Tree) mixedLevels(id page.ID) error {
+	err := page.Corruptf(id, "siblings at one level are leaf and branch")
+	t.env.fail(err)
+	return err
 }
 
 // mergeSaves reports whether leaves of encoded sizes a and b, merged into

@@ -348,3 +348,33 @@ func TestResplitPackedLeaf(t *testing.T) {
 		})
 	}
 }
+
+// TestPackMixedLevels: a leaf whose right sibling is a branch (a corrupt
+// file) stops packing with a *CorruptError, whether the sibling is only
+// measured or also materialised, instead of reading a branch as a leaf.
+func TestPackMixedLevels(t *testing.T) {
+	for _, materialised := range []bool{false, true} {
+		const txid = 1
+		img := make([]byte, 8*packPS)
+		ref := func(id page.ID) page.Ref {
+			return page.Ref{ID: id, Txid: txid, Checksum: page.Checksum(img[id*packPS : (id+1)*packPS])}
+		}
+		big := bytes.Repeat([]byte("v"), 3000)
+		page.EncodeLeaf(img[4*packPS:5*packPS], packPS, 4, txid, []page.LeafElem{{Key: []byte("a"), Value: big}})
+		page.EncodeLeaf(img[5*packPS:6*packPS], packPS, 5, txid, []page.LeafElem{{Key: []byte("m"), Value: big}})
+		page.EncodeBranch(img[6*packPS:7*packPS], packPS, 6, txid, []page.BranchElem{{Key: []byte("m"), Child: ref(5)}})
+		page.EncodeBranch(img[7*packPS:8*packPS], packPS, 7, txid, []page.BranchElem{{Key: []byte("a"), Child: ref(4)}, {Key: []byte("m"), Child: ref(6)}})
+		env := &Env{Data: img, PageSize: packPS, HWM: 8, Txid: txid + 1, Alloc: &bumpAlloc{next: 8}}
+		tr := Open(env, ref(7))
+		tr.Repack = true
+		must(t, tr.Touch([]byte("a")))
+		if materialised {
+			must(t, tr.Touch([]byte("m")))
+		}
+		err := tr.Rebalance()
+		if err == nil {
+			t.Fatalf("materialised %t: Rebalance packed a leaf with a branch sibling", materialised)
+		}
+		requireCorrupt(t, "Rebalance", err)
+	}
+}
