@@ -1,9 +1,11 @@
 package rivet
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"math/rand"
 	"path/filepath"
 	"testing"
@@ -41,15 +43,15 @@ func liveDigest(t *testing.T, db *DB) (live int64, sum [32]byte) {
 }
 
 // leafRuns counts db's leaf runs by length in pages, and the longest run of
-// a leaf of more than one element.
-func leafRuns(t *testing.T, db *DB) (runs map[int]int, longestShared int) {
+// a leaf of more than one element written after txid since.
+func leafRuns(t *testing.T, db *DB, since uint64) (runs map[int]int, longestShared int) {
 	t.Helper()
 	runs = map[int]int{}
 	if err := db.View(func(tx *Tx) error {
 		return tx.WalkPages(func(u PageUse) error {
 			if u.Kind == PageLeaf {
 				runs[u.Pages]++
-				if u.Count > 1 {
+				if u.Count > 1 && u.Txid > since {
 					longestShared = max(longestShared, u.Pages)
 				}
 			}
@@ -128,7 +130,7 @@ func TestCompactPacksLargeValues(t *testing.T) {
 	}
 	mustCheck(t, db)
 	compacted := fileLen(t, path)
-	runs, longest := leafRuns(t, db)
+	runs, longest := leafRuns(t, db, 0)
 	t.Logf("%d revisions, %d live bytes: file %d -> %d bytes (%.3fx live); leaf runs by pages %v",
 		rev, live, grown, compacted, float64(compacted)/float64(live), runs)
 	if ratio := float64(compacted) / float64(live); ratio > 1.2 {
@@ -196,11 +198,11 @@ func TestCompactSmallValuesOnePageLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	live, want := liveDigest(t, db.DB)
-	before, _ := leafRuns(t, db.DB)
+	before, _ := leafRuns(t, db.DB, 0)
 	if _, err := db.Compact(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := leafRuns(t, db.DB)
+	after, _ := leafRuns(t, db.DB, 0)
 	t.Logf("%d live bytes; leaf runs by pages before %v, after %v", live, before, after)
 	for pages, count := range after {
 		if pages != 1 {
@@ -213,4 +215,131 @@ func TestCompactSmallValuesOnePageLeaves(t *testing.T) {
 	if l, got := liveDigest(t, db.DB); l != live || got != want {
 		t.Fatalf("contents changed by compaction: %d live bytes, want %d", l, live)
 	}
+}
+
+// TestCompactPackModel: random puts, updates and deletes of values from
+// a few bytes to past the inline limit, in random and in ascending key
+// order, in a bucket and a nested one, with a Compact after every few
+// transactions: after each, Check passes, the contents equal the model and
+// compaction wrote no leaf of several elements longer than eight pages. The commits after a
+// compaction cut its packed leaves again, so packing, the commits' splits
+// of packed leaves and packing those again all meet.
+func TestCompactPackModel(t *testing.T) {
+	rounds := 40
+	if testing.Short() || raceEnabled {
+		rounds = 12
+	}
+	seed := testSeed(t)
+	rng := rand.New(rand.NewSource(seed))
+	db := openTestDB(t, &Options{PageSize: 4096})
+	// The values live in "top" and in "outer"/"nested": the trees a
+	// compaction step rewrites without packing them — those holding the
+	// record of a bucket it changed — then hold bucket records only.
+	model := map[string]map[string][]byte{"top": {}, "nested": {}}
+	bucket := func(tx *Tx, name string) (*Bucket, error) {
+		if name == "top" {
+			return tx.CreateBucketIfNotExists([]byte("top"))
+		}
+		outer, err := tx.CreateBucketIfNotExists([]byte("outer"))
+		if err != nil {
+			return nil, err
+		}
+		return outer.CreateBucketIfNotExists([]byte("nested"))
+	}
+	value := func() []byte {
+		var n int
+		switch r := rng.Intn(10); {
+		case r < 4:
+			n = rng.Intn(200)
+		case r < 7:
+			n = 200 + rng.Intn(1800)
+		case r < 9:
+			n = 2000 + rng.Intn(8000)
+		default:
+			n = 10000 + rng.Intn(30000) // past eight pages: a blob
+		}
+		v := make([]byte, n)
+		rng.Read(v)
+		return v
+	}
+	next := 0 // the next ascending key
+	compactions := 0
+	for round := range rounds {
+		for range 1 + rng.Intn(4) {
+			if err := db.Update(func(tx *Tx) error {
+				for range 50 + rng.Intn(400) {
+					name := "top"
+					if rng.Intn(3) == 0 {
+						name = "nested"
+					}
+					b, err := bucket(tx, name)
+					if err != nil {
+						return err
+					}
+					var k string
+					if rng.Intn(2) == 0 {
+						k = fmt.Sprintf("k%08d", next)
+						next++
+					} else {
+						k = fmt.Sprintf("k%08d", rng.Intn(next+1))
+					}
+					if rng.Intn(4) == 0 {
+						delete(model[name], k)
+						if err := b.Delete([]byte(k)); err != nil {
+							return err
+						}
+						continue
+					}
+					v := value()
+					model[name][k] = v
+					if err := b.Put([]byte(k), v); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		before := db.headTxid()
+		if _, err := db.Compact(context.Background()); err != nil {
+			t.Fatalf("round %d: Compact: %v", round, err)
+		}
+		compactions++
+		mustCheck(t, db.DB)
+		// Commits still make leaves of two or three values of up to
+		// eight pages each; compaction's own are at most eight pages.
+		if _, longest := leafRuns(t, db.DB, before); longest > 8 {
+			t.Fatalf("round %d: compaction wrote a leaf of several elements over %d pages", round, longest)
+		}
+		if err := db.View(func(tx *Tx) error {
+			for name, kv := range model {
+				b := tx.Bucket([]byte("top"))
+				if name == "nested" {
+					b = tx.Bucket([]byte("outer")).Bucket([]byte("nested"))
+				}
+				n := 0
+				if err := b.ForEach(func(k, v []byte) error {
+					n++
+					if w, ok := kv[string(k)]; !ok || !bytes.Equal(v, w) {
+						return fmt.Errorf("%s/%s: %d bytes, model has %d (%t)", name, k, len(v), len(w), ok)
+					}
+					return nil
+				}); err != nil {
+					return err
+				}
+				if n != len(kv) {
+					return fmt.Errorf("%s: %d keys, model has %d", name, n, len(kv))
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	if compactions != rounds {
+		t.Fatalf("%d compactions ran, want %d", compactions, rounds)
+	}
+	runs, _ := leafRuns(t, db.DB, 0)
+	t.Logf("%d keys, %d compactions; leaf runs by pages %v", len(model["top"])+len(model["nested"]), compactions, runs)
 }
