@@ -42,10 +42,18 @@ const (
 // leaves it packed cuts them where they are, and a second Compact finds
 // nothing to repack (packSavings).
 func leafCut(els []int, pageSize int) int {
+	cut, _ := cutLeaf(els, pageSize)
+	return cut
+}
+
+// cutLeaf is leafCut; settled reports that no element appended to els
+// would change the cut (a leaf of fewer pages was full enough, or els
+// reach past the largest leaf), so a caller may stop reading elements.
+func cutLeaf(els []int, pageSize int) (cut int, settled bool) {
 	ps := pageSize
 	size := page.HeaderSize
 	best, bestWaste, bestPages := 1, -1, 1 // the least wasteful cut so far
-	cut, cutSize, cutPages := 0, 0, 0      // the longest cut of cutPages pages
+	cutSize, cutPages := 0, 0              // cut: the longest cut of cutPages pages
 	fullEnough := func() bool {
 		return cut > 0 && (cutPages*ps-cutSize)*packFullDen <= cutPages*ps*(packFullDen-packFullNum)
 	}
@@ -53,11 +61,12 @@ func leafCut(els []int, pageSize int) int {
 		size += el
 		pages := (size + ps - 1) / ps
 		if pages > packLeafPages {
+			settled = true
 			break
 		}
 		if pages != cutPages {
 			if fullEnough() {
-				return cut
+				return cut, true
 			}
 			cutPages = pages
 		}
@@ -68,9 +77,9 @@ func leafCut(els []int, pageSize int) int {
 		}
 	}
 	if fullEnough() {
-		return cut
+		return cut, settled
 	}
-	return best
+	return best, settled
 }
 
 // leafElemSize is the encoded size of leaf element i of n.
@@ -100,13 +109,14 @@ func (t *Tree) pack(n *node) (last bool, err error) {
 		els = append(els, n.leafElemSize(i))
 		size += els[i]
 	}
-	// The elements that follow, up to what the largest leaf could take.
-	for s := idx + 1; s < len(parent.inodes) && size <= packLeafPages*ps; s++ {
+	// The elements that follow, until they can no longer change the cut.
+	want, settled := cutLeaf(els, ps)
+	for s := idx + 1; !settled && s < len(parent.inodes); s++ {
 		if els, size, err = t.appendSiblingSizes(els, size, parent.inodes[s].child); err != nil {
 			return false, err
 		}
+		want, settled = cutLeaf(els, ps)
 	}
-	want := leafCut(els, ps)
 	if want < len(n.inodes) {
 		return idx+1 >= len(parent.inodes), nil
 	}

@@ -13,8 +13,9 @@ import (
 // TestLeafCut checks leafCut's rule on streams of random element sizes:
 // at least one element; a leaf of several elements within packLeafPages
 // pages; one page whenever every element is at most 1/16 of a page; the
-// fewest pages that are full enough, when any are; and a cut of a cut is
-// itself (packing packed leaves changes nothing).
+// fewest pages that are full enough, when any are; a cut of a cut is
+// itself (packing packed leaves changes nothing); and a cut reported
+// settled stays when elements follow.
 func TestLeafCut(t *testing.T) {
 	const ps = 4096
 	rng := rand.New(rand.NewSource(1))
@@ -34,7 +35,7 @@ func TestLeafCut(t *testing.T) {
 		p := pagesOf(els)
 		return (p*ps-page.HeaderSize-sum(els))*packFullDen <= p*ps*(packFullDen-packFullNum)
 	}
-	cases := 0
+	cases, settledCases := 0, 0
 	for _, d := range dists {
 		for range 300 {
 			els := make([]int, 1+rng.Intn(60))
@@ -66,10 +67,18 @@ func TestLeafCut(t *testing.T) {
 			if again := leafCut(els[:cut], ps); again != cut {
 				t.Fatalf("%s: cut %d, cut again %d", d.name, cut, again)
 			}
+			// Once settled, more elements change nothing.
+			if _, settled := cutLeaf(els, ps); settled {
+				more := append(els[:len(els):len(els)], d.min+rng.Intn(d.max-d.min+1), 40)
+				if again := leafCut(more, ps); again != cut {
+					t.Fatalf("%s: settled cut %d, %d with more elements", d.name, cut, again)
+				}
+				settledCases++
+			}
 		}
 	}
-	if cases != 300*len(dists) {
-		t.Fatalf("%d cases ran", cases)
+	if cases != 300*len(dists) || settledCases < cases/4 {
+		t.Fatalf("%d cases ran, %d settled", cases, settledCases)
 	}
 }
 
