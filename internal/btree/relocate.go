@@ -128,14 +128,13 @@ func (t *Tree) Above(limit page.ID, maxRun uint64, from []byte, b *Budget) (node
 }
 
 // Sparse finds leaves a repacking step should rewrite (docs/design.md
-// §4.1): per branch whose children are leaves, if moving elements leftwards
-// into the free room of their left neighbours, as Rebalance does with
-// Repack set, would empty at least a third of those leaves (and at least
-// one), the smallest key of every one of them; Touch with each, then
-// Rebalance packs them. Like Above it starts at from and stops when b is
-// spent, with next the key to resume at, but only between groups: a group
-// (one branch's leaves, a few hundred at most) is taken whole. A tree
-// whose root is a leaf has nothing to pack.
+// §4.1): per branch whose children are leaves, if packing them as
+// Rebalance does with Repack set (leftwards, each leaf cut by leafCut)
+// would be worth it (worthRepacking), the smallest key of every one of
+// them; Touch with each, then Rebalance packs them. Like Above it starts
+// at from and stops when b is spent, with next the key to resume at, but
+// only between groups: a group (one branch's leaves, a few hundred at
+// most) is taken whole. A tree whose root is a leaf has nothing to pack.
 func (t *Tree) Sparse(from []byte, b *Budget) (leaves [][]byte, pages uint64, next []byte, err error) {
 	if t.root.IsZero() {
 		return nil, 0, nil, nil
@@ -171,8 +170,8 @@ func (t *Tree) Sparse(from []byte, b *Budget) (leaves [][]byte, pages uint64, ne
 			group = append(group, c)
 		}
 		progressed = true
-		saved, err := t.packSavings(group)
-		if err != nil || saved == 0 || 3*saved < len(group) {
+		leavesAfter, pagesBefore, pagesAfter, err := t.packSavings(group)
+		if err != nil || !worthRepacking(len(group), leavesAfter, pagesBefore, pagesAfter) {
 			return err
 		}
 		for _, c := range group {
@@ -193,29 +192,6 @@ func (t *Tree) Sparse(from []byte, b *Budget) (leaves [][]byte, pages uint64, ne
 		return nil, 0, nil, err
 	}
 	return leaves, pages, next, nil
-}
-
-// packSavings returns how many of the leaves, a run of siblings in key
-// order, packing them leftwards (each filled to one page from the elements
-// of the next) would empty.
-func (t *Tree) packSavings(leaves []page.Node) (int, error) {
-	ps := t.env.PageSize
-	packed, used := 0, ps // used: bytes of the page being filled
-	for _, c := range leaves {
-		for i := 0; i < c.Count(); i++ {
-			_, k, v, err := c.LeafElem(i)
-			if err != nil {
-				return 0, err
-			}
-			el := page.LeafElemSize + len(k) + len(v)
-			if used+el > ps && used > page.HeaderSize {
-				packed++
-				used = page.HeaderSize
-			}
-			used += el
-		}
-	}
-	return max(0, len(leaves)-packed), nil
 }
 
 // walkNode reads a node of a compaction walk, counting the visit.

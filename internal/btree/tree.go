@@ -41,8 +41,9 @@ type Tree struct {
 
 	// FillPercent is the fill threshold used when splitting nodes.
 	FillPercent float64
-	// Repack makes Rebalance merge a touched leaf with its sibling when
-	// both fit one page (compaction's relocation steps set it).
+	// Repack makes Rebalance pack every touched leaf from its right
+	// siblings, and Spill keep or cut leaves as compaction packs them
+	// (pack.go); compaction's steps set it.
 	Repack bool
 }
 
@@ -323,18 +324,14 @@ func (t *Tree) rebalance(n *node) error {
 	t.env.Stats.Rebalance++
 	threshold := t.env.PageSize / 4
 	if t.Repack && n.leaf && n.parent != nil {
-		// A compaction step rewriting this leaf anyway: fill it from its
+		// A compaction step rewriting this leaf anyway: pack it from its
 		// right siblings, so moved and repacked leaves are written full
 		// rather than copied half empty (docs/design.md §4.1); the last
-		// child merges into its left sibling if both fit one page.
+		// child merges into its left sibling if that saves a page.
 		if last, err := t.pack(n); err != nil || !last {
 			return err
 		}
-		threshold = t.env.PageSize - page.HeaderSize
-		if !n.sizeLessThan(threshold + 1) {
-			return nil
-		}
-		if sib := n.parent.siblingSize(n); sib < 0 || n.size()+sib-page.HeaderSize > t.env.PageSize {
+		if sib := n.parent.siblingSize(n); sib < 0 || !mergeSaves(sib, n.size(), t.env.PageSize) {
 			return nil
 		}
 	} else if !n.sizeLessThan(threshold+1) && len(n.inodes) > n.minKeys() {
@@ -420,61 +417,6 @@ func (t *Tree) rebalance(n *node) error {
 		return err
 	}
 	return t.rebalance(parent)
-}
-
-// pack moves elements of n's right siblings, first ones first, into leaf n
-// while n stays within one page; a sibling it empties leaves the tree. It
-// reports whether n is its parent's last child.
-//
-// A sibling that keeps elements keeps its old key in the parent until
-// Spill re-keys it (the parent element is found by the key it was
-// materialised with, as after deletes): between Rebalance and Spill
-// nothing searches the tree.
-func (t *Tree) pack(n *node) (last bool, err error) {
-	ps := t.env.PageSize
-	for {
-		idx := n.parent.childIndex(n)
-		if idx+1 >= len(n.parent.inodes) {
-			return true, nil
-		}
-		size := n.size()
-		if size >= ps {
-			return false, nil
-		}
-		r, err := n.parent.childAt(idx + 1)
-		if err != nil {
-			return false, err
-		}
-		if !r.leaf {
-			err := page.Corruptf(r.orig.ID, "siblings at one level are leaf and branch")
-			t.env.fail(err)
-			return false, err
-		}
-		moved := 0
-		for moved < len(r.inodes) {
-			el := page.LeafElemSize + len(r.inodes[moved].key) + r.valueSize(moved)
-			if size+el > ps {
-				break
-			}
-			size += el
-			moved++
-		}
-		if moved == 0 {
-			return false, nil
-		}
-		n.inodes = append(n.inodes, r.inodes[:moved]...)
-		r.inodes = r.inodes[moved:]
-		if len(r.inodes) > 0 {
-			return false, nil
-		}
-		n.parent.del(r.key)
-		n.parent.removeChild(r)
-		r.removed = true
-		t.forget(r)
-		if err := r.free(); err != nil {
-			return false, err
-		}
-	}
 }
 
 // Spill writes every changed node into new runs (appended to Env.Runs) and
@@ -667,13 +609,43 @@ func (t *Tree) spillNode(n *node) error {
 // 400 MiB, bbolt's 202 MiB).
 const minKeysPerPart = 2
 
-// split cuts n into nodes of about FillPercent of a page each, when it does
-// not fit one page. Parts after the first share n's parent; a root that
-// splits gets a new branch parent.
+// split cuts n into parts when it does not fit one page: a leaf of a
+// compaction step as splitPacked chooses, any other node as splitRegular
+// does. Parts after the first share n's parent; a root that splits gets a
+// new branch parent.
 func (t *Tree) split(n *node) []*node {
+	var cuts [][]inode
+	if t.Repack && n.leaf {
+		cuts = t.splitPacked(n)
+	} else {
+		cuts = t.splitRegular(n)
+	}
+	if len(cuts) <= 1 {
+		return []*node{n}
+	}
+	t.env.Stats.Split++
+	parts := make([]*node, len(cuts))
+	// The first part keeps n's identity (its key in the parent).
+	n.inodes = cuts[0]
+	parts[0] = n
+	if n.parent == nil {
+		root := &node{tree: t, leaf: false, fresh: true}
+		n.parent = root
+		root.children = []*node{n}
+		t.rootNode = root
+	}
+	for i, c := range cuts[1:] {
+		parts[i+1] = &node{tree: t, leaf: n.leaf, inodes: c, parent: n.parent}
+	}
+	return parts
+}
+
+// splitRegular returns the parts of about FillPercent of a page each into
+// which a commit cuts n, or n's elements whole when it fits one page.
+func (t *Tree) splitRegular(n *node) [][]inode {
 	ps := t.env.PageSize
 	if len(n.inodes) < 2*minKeysPerPart || n.sizeLessThan(ps+1) {
-		return []*node{n}
+		return [][]inode{n.inodes}
 	}
 	fill := t.FillPercent
 	if fill < 0.1 {
@@ -689,12 +661,21 @@ func (t *Tree) split(n *node) []*node {
 		// such files twice their data. Pack them full.
 		fill = 1
 	}
+	if n.leaf && n.origPages > 1 && !n.appended && !n.midInsert {
+		// A leaf of several pages that this commit updated or deleted
+		// from, nothing inserted: one compaction packed (splitPacked), or
+		// one of values near a page. Cut at FillPercent, a packed leaf of
+		// mid-size values would come back as half-empty pages, more pages
+		// than before compaction; full pages are what compaction made of
+		// such values before it built leaves of several pages.
+		fill = 1
+	}
 	threshold := int(float64(ps) * fill)
 	es := page.LeafElemSize
 	if !n.leaf {
 		es = page.BranchElemSize
 	}
-	var parts []*node
+	var parts [][]inode
 	all := n.inodes
 	start := 0
 	size := page.HeaderSize
@@ -704,38 +685,29 @@ func (t *Tree) split(n *node) []*node {
 	// node of 1.05 pages as three (half, half and a sliver), which made
 	// random inserts write and keep 1.76x bbolt's pages (bench bulk-load,
 	// 1M random keys in 1,000-key txns: 369 MiB against 209 MiB).
+	//
+	// With full parts, a part that takes the next-to-last element when
+	// the last one does not fit after it cannot be cut again (a part of
+	// one element is not cut off) and overflows into a second page: such
+	// a part ends before the last two elements instead, which then make
+	// the last part.
 	rest := n.size()
 	for i := range all {
 		el := es + len(all[i].key) + n.valueSize(i)
 		remaining := len(all) - i
-		if rest > ps && i-start >= minKeysPerPart && remaining >= minKeysPerPart && size+el > threshold {
-			part := &node{tree: t, leaf: n.leaf, inodes: all[start:i:i]}
-			parts = append(parts, part)
+		full := size+el > threshold
+		if fill == 1 && remaining == minKeysPerPart {
+			full = size+el+es+len(all[i+1].key)+n.valueSize(i+1) > threshold
+		}
+		if rest > ps && i-start >= minKeysPerPart && remaining >= minKeysPerPart && full {
+			parts = append(parts, all[start:i:i])
 			start = i
 			rest -= size - page.HeaderSize
 			size = page.HeaderSize
 		}
 		size += el
 	}
-	parts = append(parts, &node{tree: t, leaf: n.leaf, inodes: all[start:]})
-	if len(parts) == 1 {
-		return []*node{n}
-	}
-	t.env.Stats.Split++
-	// The first part keeps n's identity (its key in the parent).
-	n.inodes = parts[0].inodes
-	parts[0] = n
-	if n.parent == nil {
-		root := &node{tree: t, leaf: false, fresh: true}
-		n.parent = root
-		root.children = []*node{n}
-		t.rootNode = root
-	}
-	for _, p := range parts[1:] {
-		p.parent = n.parent
-		p.key = nil
-	}
-	return parts
+	return append(parts, all[start:])
 }
 
 // write allocates a run for n, encodes it and queues it.
