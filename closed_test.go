@@ -105,6 +105,7 @@ func dbCalls(db *DB) []apiCall {
 		{"Batch", func() (any, error) { return nil, db.Batch(func(*Tx) error { return nil }) }, rerrors.ErrDatabaseNotOpen},
 		{"Sync", func() (any, error) { return nil, db.Sync() }, rerrors.ErrDatabaseNotOpen},
 		{"Compact", func() (any, error) { return db.Compact(context.Background()) }, rerrors.ErrDatabaseNotOpen},
+		{"CompactWith", func() (any, error) { return db.CompactWith(context.Background(), nil) }, rerrors.ErrDatabaseNotOpen},
 		{"Clone", func() (any, error) { return db.Clone(filepath.Join(db.Path(), "no-such-dir", "clone"), nil) }, rerrors.ErrDatabaseNotOpen},
 		{"Close", func() (any, error) { return nil, db.Close() }, nil},
 		{"Info", func() (any, error) {
