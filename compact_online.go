@@ -132,6 +132,26 @@ type compactRun struct {
 	phase    string
 	moved    int64 // pages rewritten
 	toMove   int64 // pages rewritten plus pages still to move
+	// unwaited counts the pages rewritten since compaction last waited
+	// for the file's writeback (paceWriteback).
+	unwaited int64
+}
+
+// compactWritebackBytes is how much compaction writes before it waits for
+// the file's dirty pages to reach storage: a compaction moving gigabytes
+// would otherwise leave them all dirty, for the kernel to throttle some
+// later write on (perhaps one holding the writer lock) and for the
+// writers' flushes to wait on.
+const compactWritebackBytes = 64 << 20
+
+// paceWriteback waits, outside the writer lock, for the file's writeback
+// once compaction has written compactWritebackBytes since the last wait.
+func (r *compactRun) paceWriteback() {
+	if r.unwaited*int64(r.db.pageSize) < compactWritebackBytes {
+		return
+	}
+	r.unwaited = 0
+	r.db.pager.WaitWriteback()
 }
 
 // setPhase starts phase, with pages still to move in it, and reports it.
@@ -147,6 +167,7 @@ func (r *compactRun) setPhase(phase string, pages uint64) {
 func (r *compactRun) stepDone(pages uint64) {
 	r.db.mu.Lock()
 	r.moved += int64(pages)
+	r.unwaited += int64(pages)
 	r.toMove = max(r.toMove, r.moved)
 	r.db.stats.CompactSteps++
 	r.db.stats.CompactPagesRewritten += int64(pages)
@@ -229,12 +250,19 @@ type compactStep struct {
 	budget btree.Budget
 	// fragmented: only single-page nodes move (compactFragmented).
 	fragmented bool
+	// scanned counts the keys read looking for nested buckets.
+	scanned int
 }
 
-// compactStepVisits bounds the nodes one step reads (about 1 ms of
-// checksummed reads): a stretch of the file with nothing to rewrite ends
-// a step rather than holding the writer lock for a whole pass.
-const compactStepVisits = 2048
+// compactStepScan bounds the keys one step reads looking for nested
+// buckets (well under a millisecond): a bucket of millions of plain keys
+// is scanned over many steps rather than in one hold of the writer lock.
+const compactStepScan = 8192
+
+// compactStepVisits bounds the pages of the nodes one step reads (about a
+// millisecond of checksummed reads): a stretch of the file with nothing to
+// rewrite ends a step rather than holding the writer lock for a whole pass.
+const compactStepVisits = 512
 
 // A compactPassFunc marks for rewriting what one pass changes in b's own
 // tree, from key from on, within the step's budget; next is the key to
@@ -256,6 +284,7 @@ func (db *DB) compactPass(ctx context.Context, run *compactRun, pass compactPass
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		run.paceWriteback()
 		db.yieldToWriters(held)
 		var next *compactPos
 		var err error
@@ -391,6 +420,11 @@ func (b *Bucket) compactWalk(pass compactPassFunc, path [][]byte, key []byte, st
 	c := b.tree.Cursor()
 	for k, _, flags, ok := c.Seek(start); ok; k, _, flags, ok = c.Next() {
 		if flags != page.FlagBucket {
+			if st.scanned++; st.scanned >= compactStepScan {
+				// Resume the scan here; a plain key at the head of
+				// path names no bucket to enter.
+				return &compactPos{path: [][]byte{bytes.Clone(k)}}, nil
+			}
 			continue
 		}
 		name := bytes.Clone(k)

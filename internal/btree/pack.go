@@ -229,16 +229,39 @@ func (t *Tree) splitPacked(n *node) [][]inode {
 // saves pages (mergeSaves). It returns the leaves and pages that leaves,
 // and the pages the leaves take now.
 func (t *Tree) packSavings(leaves []page.Node) (leavesAfter, pagesBefore, pagesAfter int, err error) {
+	leavesAfter, pagesBefore, pagesAfter, _, err = t.packPlan(leaves, -1)
+	return leavesAfter, pagesBefore, pagesAfter, err
+}
+
+// packResume returns the key at which packing stops when only the first j
+// of leaves are touched: the first element none of the leaves packing
+// makes from them holds (some of leaf j's may move into them), nil if
+// there is none. A step that packs part of a group resumes there, so that
+// it neither rewrites a leaf it packed nor leaves behind the part of leaf j
+// that was not moved.
+func (t *Tree) packResume(leaves []page.Node, j int) ([]byte, error) {
+	_, _, _, resume, err := t.packPlan(leaves, j)
+	return resume, err
+}
+
+// packPlan simulates packing leaves as Rebalance does with Repack set; with
+// stop >= 0 it also returns the key of the first element left over once
+// the first stop leaves are packed.
+func (t *Tree) packPlan(leaves []page.Node, stop int) (leavesAfter, pagesBefore, pagesAfter int, resume []byte, err error) {
 	ps := t.env.PageSize
 	var els []int
+	var keys [][]byte                // keys[i]: element i's key, when stop >= 0
 	ends := make([]int, len(leaves)) // ends[k]: one past leaf k's last element
 	for k, c := range leaves {
 		for i := 0; i < c.Count(); i++ {
 			_, key, v, err := c.LeafElem(i)
 			if err != nil {
-				return 0, 0, 0, err
+				return 0, 0, 0, nil, err
 			}
 			els = append(els, page.LeafElemSize+len(key)+len(v))
+			if stop >= 0 {
+				keys = append(keys, key)
+			}
 		}
 		ends[k] = len(els)
 		pagesBefore += int(c.Header().Pages())
@@ -252,7 +275,13 @@ func (t *Tree) packSavings(leaves []page.Node) (leavesAfter, pagesBefore, pagesA
 		return s
 	}
 	pos := 0
-	for _, end := range ends {
+	for k, end := range ends {
+		if k == stop {
+			if pos < len(keys) {
+				resume = keys[pos]
+			}
+			return 0, 0, 0, resume, nil
+		}
 		if pos >= end {
 			continue // emptied into a leaf before it
 		}
@@ -280,7 +309,7 @@ func (t *Tree) packSavings(leaves []page.Node) (leavesAfter, pagesBefore, pagesA
 	for _, s := range sizes {
 		pagesAfter += int(page.RunPages(s, ps))
 	}
-	return len(sizes), pagesBefore, pagesAfter, nil
+	return len(sizes), pagesBefore, pagesAfter, nil, nil
 }
 
 // worthRepacking reports whether packing a group of leaves, from leaves

@@ -22,9 +22,9 @@ type Budget struct {
 	// Pages is what the step may still mark; a walk stops once the runs it
 	// found reach it.
 	Pages uint64
-	// Visits counts the nodes read, across every call of one step: in a
-	// valid file each page belongs to one tree, so more visits than the
-	// HWM mean a page reachable twice — a corrupt file whose branches (or
+	// Visits counts the pages of the nodes read, across every call of one
+	// step: in a valid file each page belongs to one tree, so more visits
+	// than the HWM mean a page reachable twice — a corrupt file whose branches (or
 	// bucket records) form a DAG with exponentially many paths — and the
 	// walk stops with ErrCorrupt instead of following them.
 	Visits uint64
@@ -133,8 +133,10 @@ func (t *Tree) Above(limit page.ID, maxRun uint64, from []byte, b *Budget) (node
 // would be worth it (worthRepacking), the smallest key of every one of
 // them; Touch with each, then Rebalance packs them. Like Above it starts
 // at from and stops when b is spent, with next the key to resume at, but
-// only between groups: a group (one branch's leaves, a few hundred at
-// most) is taken whole. A tree whose root is a leaf has nothing to pack.
+// a group (one branch's leaves from from on) is taken as far as the
+// step's pages go, at least one leaf, and the next step resumes at the
+// first leaf it did not take. A tree whose root is a leaf has nothing to
+// pack.
 func (t *Tree) Sparse(from []byte, b *Budget) (leaves [][]byte, pages uint64, next []byte, err error) {
 	if t.root.IsZero() {
 		return nil, 0, nil, nil
@@ -174,10 +176,23 @@ func (t *Tree) Sparse(from []byte, b *Budget) (leaves [][]byte, pages uint64, ne
 		if err != nil || !worthRepacking(len(group), leavesAfter, pagesBefore, pagesAfter) {
 			return err
 		}
-		for _, c := range group {
+		for j, c := range group {
 			key, err := firstKey(c)
 			if err != nil {
 				return err
+			}
+			if j > 0 && pages >= b.Pages {
+				// The step's pages end inside the group: the next step
+				// resumes where packing the leaves taken so far stops.
+				resume, err := t.packResume(group, j)
+				if err != nil {
+					return err
+				}
+				if resume == nil {
+					return nil
+				}
+				next = bytes.Clone(resume)
+				return errBudget
 			}
 			leaves = append(leaves, bytes.Clone(key))
 			pages += c.Header().Pages()
@@ -200,9 +215,15 @@ func (t *Tree) walkNode(ref page.Ref, depth int, visits *uint64) (page.Node, err
 		return page.Node{}, t.depthErr()
 	}
 	if *visits++; *visits > t.env.HWM {
-		return page.Node{}, page.Corruptf(ref.ID, "more tree nodes than pages below the high-water mark %d (a page reachable twice)", t.env.HWM)
+		return page.Node{}, page.Corruptf(ref.ID, "more tree pages than pages below the high-water mark %d (a page reachable twice)", t.env.HWM)
 	}
-	return t.env.readNode(ref)
+	n, err := t.env.readNode(ref)
+	if err == nil {
+		// Visits count pages read, so that a step's reads are bounded in
+		// bytes whatever its nodes' lengths.
+		*visits += n.Header().Pages() - 1
+	}
+	return n, err
 }
 
 // branchBefore reports whether child i of branch n holds only keys below

@@ -626,6 +626,17 @@ func (p *Pager) WriteRunsAndStart(runs []page.Run) error {
 	return nil
 }
 
+// WaitWriteback writes the file's dirty pages back and waits for them,
+// where the file can (vfs.WritebackWaiter): a caller that writes much
+// outside any flush (compaction) keeps the dirty data it leaves bounded.
+// It makes nothing durable, and a file that cannot do it is left to the
+// kernel and the next flush.
+func (p *Pager) WaitWriteback() {
+	if w, ok := p.f.(vfs.WritebackWaiter); ok && !p.closed.Load() {
+		_ = w.WaitWriteback(0, 0)
+	}
+}
+
 // writeRuns is WriteRuns; it returns the byte range the runs span.
 func (p *Pager) writeRuns(runs []page.Run) (lo, hi int64, err error) {
 	p.wmu.Lock()

@@ -136,6 +136,10 @@ func (o *osFile) Sync(kind SyncKind) error { return syncFile(o.f, kind) }
 // (startWriteback); see Writebacker.
 func (o *osFile) StartWriteback(off, n int64) error { return startWriteback(o.f, off, n) }
 
+// WaitWriteback writes [off, off+n) back and waits for it where the
+// platform can (vfs.WritebackWaiter).
+func (o *osFile) WaitWriteback(off, n int64) error { return waitWriteback(o.f, off, n) }
+
 // Truncate sets the file size (ftruncate).
 func (o *osFile) Truncate(size int64) error { return o.f.Truncate(size) }
 

@@ -34,3 +34,15 @@ func startWriteback(f *os.File, off, n int64) error {
 		return unix.SyncFileRange(int(fd), off, n, unix.SYNC_FILE_RANGE_WRITE)
 	})
 }
+
+// waitWriteback writes the dirty pages of [off, off+n) back and waits for
+// them (sync_file_range with WAIT_BEFORE, WRITE and WAIT_AFTER); n == 0
+// means to the end of the file. Unlike fdatasync it flushes neither the
+// device's cache nor the file's metadata: it bounds dirty data, it makes
+// nothing durable.
+func waitWriteback(f *os.File, off, n int64) error {
+	return control(f, "sync_file_range", func(fd uintptr) error {
+		return unix.SyncFileRange(int(fd), off, n,
+			unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+	})
+}

@@ -139,6 +139,19 @@ type Writebacker interface {
 	StartWriteback(off, n int64) error
 }
 
+// WritebackWaiter is implemented by files that can write their dirty pages
+// back and wait for it without a flush of the device (Linux:
+// sync_file_range with WAIT_BEFORE, WRITE and WAIT_AFTER). It bounds the
+// dirty data a long run of writes leaves behind, so that neither the
+// writer's next flush nor the kernel's throttling of dirty pages has it
+// all to do at once. It makes nothing durable.
+type WritebackWaiter interface {
+	// WaitWriteback writes the dirty pages of [off, off+n) back and waits
+	// for them (n == 0: to the end of the file). An error means it is not
+	// supported here or failed; it never stands for a lost write.
+	WaitWriteback(off, n int64) error
+}
+
 // Mapping is a read-only memory view of a file.
 type Mapping interface {
 	// Bytes returns the mapped bytes.
