@@ -65,7 +65,10 @@ func (e boltEngine) DefragEtcd(db DB, keysPerTxn int) (DB, DefragStats, error) {
 		return nil, st, err
 	}
 	fresh, err := e.Open(path, OpenOptions{})
-	return fresh, st, err
+	if err != nil {
+		return nil, st, err
+	}
+	return fresh, st, nil
 }
 
 // copyBuckets copies every top-level bucket of src into dst from one read

@@ -236,13 +236,16 @@ func runCompactionScale(ctx context.Context, env *Env) error {
 
 	// After: the file against the bytes it holds, counted on the reopened
 	// file once the writer has stopped.
-	if err := db.Close(); err != nil {
-		db = nil
+	err = db.Close()
+	db = nil
+	if err != nil {
 		return err
 	}
-	if db, err = env.Open(name); err != nil {
+	fresh, err := env.Open(name)
+	if err != nil {
 		return err
 	}
+	db = fresh
 	reopened, err := fileSize(env.Path(name))
 	if err != nil {
 		return err
