@@ -42,14 +42,14 @@ type SalvageLoss = salvage.Loss
 // them.
 type SalvageReport = salvage.Report
 
-// Salvage reads every key it still can from the rivet file at path, which
-// may be damaged, and hands buckets and keys to v. Unlike a View walk it
-// does not stop at the first page that fails validation: it verifies every
-// page (type, own page id, the txid and CRC-32C its parent recorded, element
-// bounds), skips each subtree whose page fails, and reports the bucket and
-// key range it held. Pages reached twice (cycles, shared subtrees) are
-// skipped the second time, so the walk reads each page at most once and
-// ends on any input; memory is bounded by the file's size.
+// Salvage reads every key it still can from the rivet or bbolt file at
+// path, which may be damaged, and hands buckets and keys to v. Unlike a
+// View walk it does not stop at the first page that fails validation: it
+// verifies every page (type, own page id, the txid and CRC-32C its parent
+// recorded, element bounds), skips each subtree whose page fails, and
+// reports the bucket and key range it held. Pages reached twice (cycles,
+// shared subtrees) are skipped the second time, so the walk reads each page
+// at most once and ends on any input; memory is bounded by the file's size.
 //
 // The state salvaged is the one Open would use when it verifies; when no
 // meta does, the newest meta whose root page validates, and when both metas
@@ -57,6 +57,17 @@ type SalvageReport = salvage.Report
 // (SalvageReport.Notes says which). The file is opened read-only with a
 // shared lock: a file another process has open for writing is refused with
 // an error matching errors.ErrTimeout.
+//
+// A bbolt file (of either byte order) is salvaged the same way, into the
+// same report: it is taken to be one when no place a rivet meta page may
+// start carries rivet's magic and some place a bbolt meta page may start
+// carries bbolt's, so a bbolt file whose metas are damaged is still read as
+// one. bbolt pages carry no checksums: damage is found where it breaks the
+// page structure (a wrong page id or type, offsets outside the page, keys
+// out of order or outside the range of the branch above, cycles); a
+// changed byte inside a value cannot be seen. Of bbolt's metas, the newest
+// valid one whose root page is a branch or leaf page is salvaged, else a
+// damaged one's fields if its root page is.
 //
 // The error is nil when the walk ran, however much was lost (see
 // SalvageReport.Lost); it is set when the file cannot be read at all, no

@@ -11,13 +11,14 @@ import (
 // Config selects what Run measures and how big it is.
 type Config struct {
 	// Workloads and Engines name what to run; empty means every workload
-	// but those that run only when named (large-value, hostile-check), and
-	// for engines every registered one except the durability variants
-	// (DefaultEngines).
+	// but those that run only when named (large-value, hostile-check,
+	// compaction-scale), and for engines every registered one except the
+	// durability variants (DefaultEngines).
 	Workloads []string `json:"workloads"`
 	Engines   []string `json:"engines"`
 	// Size is the file size the fragmented workload grows its DB to before
-	// deleting nearly everything.
+	// deleting nearly everything, and compaction-scale its etcd-shaped DB
+	// before deleting the oldest half.
 	Size Size `json:"size"`
 	// Keys is the key count of bulk-load and of the random-reads DB.
 	Keys int `json:"keys"`
@@ -36,6 +37,7 @@ type Config struct {
 	// Duration caps the fragmented commit loop; whichever of Commits and
 	// Duration comes first ends it. concurrent-durable runs each of its
 	// settings, and mode-latency its loop, for a quarter of it.
+	// compaction-scale runs its writer and reader for it before compacting.
 	Duration time.Duration `json:"duration_ns"`
 	// OpenSizes are the file sizes open-scaling builds (each once plain,
 	// once fragmented) and times Open on.

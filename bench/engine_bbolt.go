@@ -1,10 +1,10 @@
 package bench
 
 import (
-	"encoding/binary"
 	"os"
 	"time"
 
+	"github.com/rivetkv/rivet/inspect"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -51,18 +51,13 @@ func (e boltEngine) Open(path string, opts OpenOptions) (DB, error) {
 	})
 }
 
-// boltMagic is the magic number of a bbolt meta page. bbolt stores it in
-// native byte order right after the 16-byte page header.
+// boltMagic is the magic number of a bbolt meta page, which the hostile
+// file builder writes; bbolt stores it in native byte order right after the
+// 16-byte page header.
 const boltMagic = 0xED0CDAED
 
 // Detect implements Inspector.
-func (e boltEngine) Detect(header []byte) bool {
-	if len(header) < 20 {
-		return false
-	}
-	m := header[16:20]
-	return binary.LittleEndian.Uint32(m) == boltMagic || binary.BigEndian.Uint32(m) == boltMagic
-}
+func (e boltEngine) Detect(header []byte) bool { return inspect.IsBbolt(header) }
 
 // Inspect implements Inspector.
 func (e boltEngine) Inspect(path string) (*Inspection, error) {

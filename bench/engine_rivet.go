@@ -1,12 +1,12 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 
 	"github.com/rivetkv/rivet"
+	"github.com/rivetkv/rivet/inspect"
 )
 
 var _ = register(rivetEngine{})
@@ -57,14 +57,8 @@ type rivetKV struct {
 // CompactOnline implements OnlineCompactor with DB.Compact.
 func (r rivetKV) CompactOnline(ctx context.Context) (int64, error) { return r.db.Compact(ctx) }
 
-// rivetMagic is the first four bytes of a rivet meta page (docs/design.md
-// §2.2: the magic 0x54564952 stored little-endian).
-var rivetMagic = []byte("RIVT")
-
 // Detect implements Inspector.
-func (rivetEngine) Detect(header []byte) bool {
-	return bytes.HasPrefix(header, rivetMagic)
-}
+func (rivetEngine) Detect(header []byte) bool { return inspect.Detect(header) == inspect.FormatRivet }
 
 // Inspect implements Inspector.
 func (e rivetEngine) Inspect(path string) (*Inspection, error) {

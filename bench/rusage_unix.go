@@ -18,3 +18,14 @@ func peakRSS() (int64, bool) {
 	}
 	return int64(ru.Maxrss) * 1024, true
 }
+
+// majorFaults returns the page faults of this process that needed I/O
+// (getrusage's ru_majflt): with the page cache dropped, every page of a
+// memory-mapped file touched for the first time is one.
+func majorFaults() (int64, bool) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, false
+	}
+	return int64(ru.Majflt), true
+}

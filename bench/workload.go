@@ -27,7 +27,7 @@ type Workload struct {
 func Workloads() []Workload {
 	return []Workload{fragmented, durableWrites, bulkLoad, randomReads,
 		openScaling, updateLocality, batchSlasher, memory, concurrentDurable, modeLatency, space, compaction, shortTxns,
-		largeValueWorkload, readersUnderWriter, longRead, hostileCheck}
+		largeValueWorkload, readersUnderWriter, longRead, hostileCheck, compactionScale}
 }
 
 // WorkloadNames returns the names of Workloads().

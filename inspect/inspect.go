@@ -1,8 +1,8 @@
 // Package inspect lets tools look inside a rivet file without the
-// library's internal packages: it probes a file's format and page size,
-// decodes its meta pages and any page's bytes into plain structs, and
-// computes the canonical digest of a database's contents that `rivet
-// verify`, import and export compare.
+// library's internal packages: it tells a rivet file from a bbolt one
+// (Detect), probes a file's page size, decodes its meta pages and any
+// page's bytes into plain structs, and computes the canonical digest of a
+// database's contents that `rivet verify`, import and export compare.
 //
 // Every decoder here is a thin wrapper over the one the library itself
 // uses, so a tool sees exactly what Open, Check and Salvage see. Nothing

@@ -81,11 +81,18 @@ line.`,
 
 func runSalvage(cmd *cobra.Command, bad, dst string, f *salvageFlags) (err error) {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	format := f.format
-	if format == "auto" {
-		if format, err = detectFormat(bad); err != nil {
-			return fmt.Errorf("%w (if it is a damaged rivet or bbolt file, say which with --format)", err)
-		}
+	// rivet.Salvage tells the formats apart by their meta pages' magic
+	// numbers alone, so it reads a file whose metas are too damaged for
+	// detectFormat; --format names the format for the report then, and
+	// must not contradict a file whose format detectFormat can tell.
+	format, derr := detectFormat(bad)
+	switch {
+	case f.format == "auto" && derr != nil:
+		return fmt.Errorf("%w (if it is a damaged rivet or bbolt file, say which with --format)", derr)
+	case f.format != "auto" && derr == nil && format != f.format:
+		return fmt.Errorf("%s is a %s file, not %s (leave --format out)", bad, format, f.format)
+	case f.format != "auto":
+		format = f.format
 	}
 	tmp, err := prepareDest(bad, dst, f.force)
 	if err != nil {
@@ -105,13 +112,9 @@ func runSalvage(cmd *cobra.Command, bad, dst string, f *salvageFlags) (err error
 	sv := &salvageSink{c: c}
 	var rep *rivet.SalvageReport
 	if err = c.begin(); err == nil {
-		if format == formatBbolt {
-			rep, err = salvageBbolt(bad, sv)
-		} else {
-			rep, err = rivet.Salvage(bad, sv)
-			if errors.Is(err, rerrors.ErrTimeout) {
-				err = fmt.Errorf("%w; stop it first", err)
-			}
+		rep, err = rivet.Salvage(bad, sv)
+		if errors.Is(err, rerrors.ErrTimeout) {
+			err = fmt.Errorf("%w; stop it first", err)
 		}
 	}
 	c.bar.finish()

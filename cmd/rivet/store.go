@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -21,15 +20,6 @@ const (
 	formatBbolt = "bbolt"
 )
 
-// bboltMagic and bboltMetaFlag identify a bbolt meta page: the page
-// header's flags (offset 8, u16) say "meta" and the magic (offset 16, u32)
-// follows the 16-byte header (bbolt's page.go and meta.go; read, not
-// copied).
-const (
-	bboltMagic    = 0xED0CDAED
-	bboltMetaFlag = 0x04
-)
-
 // detectFormat names path's format by its meta pages: meta 0 at offset 0,
 // or meta 1 at one page size in, for every page size either format allows,
 // so one damaged meta page does not hide a healthy file.
@@ -46,30 +36,23 @@ func detectFormat(path string) (string, error) {
 	if fi.IsDir() {
 		return "", fmt.Errorf("%s is a directory, not a database file", path)
 	}
-	head := make([]byte, 64)
-	isRivet := func(off int64) bool {
-		n, _ := f.ReadAt(head[:4], off)
-		return inspect.HasMagic(head[:n])
-	}
-	isBbolt := func(off int64) bool {
-		n, _ := f.ReadAt(head[:20], off)
-		if n < 20 || binary.LittleEndian.Uint16(head[8:]) != bboltMetaFlag {
-			return false
+	head := make([]byte, inspect.DetectSize)
+	detect := func(off int64) string {
+		n, _ := f.ReadAt(head, off)
+		switch inspect.Detect(head[:n]) {
+		case inspect.FormatRivet:
+			return formatRivet
+		case inspect.FormatBbolt:
+			return formatBbolt
 		}
-		return binary.LittleEndian.Uint32(head[16:]) == bboltMagic || binary.BigEndian.Uint32(head[16:]) == bboltMagic
+		return ""
 	}
-	if isRivet(0) {
-		return formatRivet, nil
-	}
-	if isBbolt(0) {
-		return formatBbolt, nil
+	if format := detect(0); format != "" {
+		return format, nil
 	}
 	for ps := int64(512); ps <= 1<<20 && 2*ps <= fi.Size(); ps *= 2 {
-		if isRivet(ps) {
-			return formatRivet, nil
-		}
-		if isBbolt(ps) {
-			return formatBbolt, nil
+		if format := detect(ps); format != "" {
+			return format, nil
 		}
 	}
 	if fi.Size() == 0 {

@@ -11,9 +11,6 @@ import (
 // A file's canonical stream (inspect.Walk): what import and export copy,
 // verify compares and salvage rebuilds.
 
-// maxWalkNesting bounds bucket nesting in a walk (inspect.MaxNesting).
-const maxWalkNesting = inspect.MaxNesting
-
 // entry is one element of a file's canonical stream (inspect.Entry).
 type entry = inspect.Entry
 

@@ -1,11 +1,12 @@
-// Package salvage reads what it still can from a damaged rivet file (the
-// library's Salvage, the tool's salvage command): every page is verified,
-// a page that fails loses only its subtree, and each loss is reported as
-// the bucket and key range it held.
+// Package salvage reads what it still can from a damaged rivet or bbolt
+// file (the library's Salvage, the tool's salvage command): every page is
+// verified, a page that fails loses only its subtree, and each loss is
+// reported as the bucket and key range it held.
 //
-// It reads pages through internal/page and internal/btree only; the
-// library re-exports Visitor, Loss and Report as Visitor,
-// Loss and Report.
+// It reads rivet pages through internal/page and internal/btree only, and
+// bbolt pages through internal/boltfile only; the library re-exports
+// Visitor, Loss and Report as SalvageVisitor, SalvageLoss and
+// SalvageReport.
 package salvage
 
 import (
@@ -162,14 +163,14 @@ type Report struct {
 	Lost []Loss
 }
 
-// File reads every key it still can from the rivet file at path, which
-// may be damaged, and hands buckets and keys to v. Unlike a View walk it
-// does not stop at the first page that fails validation: it verifies every
-// page (type, own page id, the txid and CRC-32C its parent recorded, element
-// bounds), skips each subtree whose page fails, and reports the bucket and
-// key range it held. Pages reached twice (cycles, shared subtrees) are
-// skipped the second time, so the walk reads each page at most once and
-// ends on any input; memory is bounded by the file's size.
+// File reads every key it still can from the rivet or bbolt file at path,
+// which may be damaged, and hands buckets and keys to v. Unlike a View walk
+// it does not stop at the first page that fails validation: it verifies
+// every page (type, own page id, the txid and CRC-32C its parent recorded,
+// element bounds), skips each subtree whose page fails, and reports the
+// bucket and key range it held. Pages reached twice (cycles, shared
+// subtrees) are skipped the second time, so the walk reads each page at
+// most once and ends on any input; memory is bounded by the file's size.
 //
 // The state salvaged is the one Open would use when it verifies; when no
 // meta does, the newest meta whose root page validates, and when both metas
@@ -177,6 +178,15 @@ type Report struct {
 // (Report.Notes says which). The file is opened read-only with a
 // shared lock: a file another process has open for writing is refused with
 // an error matching errors.ErrTimeout.
+//
+// A file is read as bbolt's format when no place a rivet meta page may
+// start carries rivet's magic and some place a bbolt meta page may start
+// carries bbolt's, in either byte order. bbolt pages carry no checksums:
+// damage is found where it breaks the page structure (a wrong page id or
+// type, offsets outside the page, keys out of order or outside the range
+// of the branch above, cycles); a changed byte inside a value cannot be
+// seen. Of bbolt's metas, the newest valid one whose root page is a tree
+// page is salvaged, else a damaged one's fields if its root page is.
 //
 // The error is nil when the walk ran, however much was lost (see
 // Report.Lost); it is set when the file cannot be read at all, no
@@ -201,7 +211,17 @@ func File(path string, v Visitor) (*Report, error) {
 	return Read(f, size, v)
 }
 
-// salvager walks a possibly damaged file.
+// walk is what a salvage of either format keeps while it walks: the
+// visitor, the report, the bucket path it is in and the pages it has
+// walked.
+type walk struct {
+	seen []uint64
+	v    Visitor
+	rep  *Report
+	path [][]byte
+}
+
+// salvager walks a possibly damaged rivet file.
 //
 // Invariant: every page id it reads is below limit (the state's HWM or the
 // file's page count, whichever is smaller), and every page it accepts is
@@ -209,22 +229,23 @@ func File(path string, v Visitor) (*Report, error) {
 // the recursion stack are distinct runs of the file: memory is bounded by
 // the file's size.
 type salvager struct {
+	walk
 	r     io.ReaderAt
 	ps    int
 	pages uint64 // whole pages in the file
 	limit uint64
-	seen  []uint64
-	v     Visitor
-	rep   *Report
-	path  [][]byte
 }
 
 // Read is File for the size bytes r holds, read without a lock.
 func Read(r io.ReaderAt, size int64, v Visitor) (*Report, error) {
-	if isBboltImage(r, size) {
-		return nil, fmt.Errorf("%w: Salvage reads rivet files (`rivet salvage` reads bbolt files too)", rerrors.ErrBboltFile)
+	isBbolt, err := looksBbolt(r, size)
+	if err != nil {
+		return nil, err
 	}
-	s := &salvager{r: r, v: v, rep: &Report{}}
+	if isBbolt {
+		return readBbolt(r, size, v)
+	}
+	s := &salvager{r: r, walk: walk{v: v, rep: &Report{}}}
 	m, slot, err := s.chooseState(size)
 	if err != nil {
 		return nil, err
@@ -245,11 +266,12 @@ func Read(r io.ReaderAt, size int64, v Visitor) (*Report, error) {
 	return s.rep, nil
 }
 
-func (s *salvager) note(format string, args ...any) {
+func (s *walk) note(format string, args ...any) {
 	s.rep.Notes = append(s.rep.Notes, fmt.Sprintf(format, args...))
 }
 
-func (s *salvager) lose(l Loss) {
+// lose records l in the current bucket.
+func (s *walk) lose(l Loss) {
 	l.Bucket = cloneBytesList(s.path)
 	l.From, l.To, l.Key = bytes.Clone(l.From), bytes.Clone(l.To), bytes.Clone(l.Key)
 	if ce := (*rerrors.CorruptError)(nil); errors.As(l.Err, &ce) && l.Page == 0 {
@@ -310,7 +332,7 @@ func (s *salvager) readNode(ref page.Ref, limit uint64) (page.Node, error) {
 }
 
 // mark records pages [id, id+n) as walked, failing if any already was.
-func (s *salvager) mark(id page.ID, n uint64) error {
+func (s *walk) mark(id page.ID, n uint64) error {
 	for p := id; p < id+n; p++ {
 		if s.seen[p/64]&(1<<(p%64)) != 0 {
 			return page.Corruptf(id, "page %d reached a second time (a cycle, or a subtree shared by two parents)", p)
@@ -618,13 +640,22 @@ func (s *salvager) verifyState(m *page.Meta, size int64) error {
 	return w.Walk(m.Root)
 }
 
-// isBboltImage reports whether r holds a bbolt file: a meta page of
-// bbolt's at offset 0, or metas boltfile finds.
-func isBboltImage(r io.ReaderAt, size int64) bool {
-	var head [boltfile.HeaderSize + 4]byte
-	if _, err := r.ReadAt(head[:], 0); err == nil && boltfile.IsMetaPage(head[:]) {
-		return true
+// looksBbolt reports whether the file r holds is a bbolt file: no place a
+// rivet meta may start carries rivet's magic, and some place a bbolt meta
+// may start carries bbolt's (in either byte order). Only magics count, so
+// a file whose metas are otherwise damaged is still read as what it was.
+func looksBbolt(r io.ReaderAt, size int64) (bool, error) {
+	head := make([]byte, max(0, min(size, bboltHeadSize)))
+	if _, err := r.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+		return false, err
 	}
-	_, err := boltfile.ReadMetas(r, size)
-	return err == nil
+	if page.HasMagic(head) {
+		return false, nil
+	}
+	for ps := page.MinPageSize; ps <= page.MaxPageSize && ps < len(head); ps *= 2 {
+		if page.HasMagic(head[ps:]) {
+			return false, nil
+		}
+	}
+	return boltfile.HasMetaMagic(head), nil
 }
