@@ -142,7 +142,7 @@ type compactRun struct {
 // would otherwise leave them all dirty, for the kernel to throttle some
 // later write on (perhaps one holding the writer lock) and for the
 // writers' flushes to wait on.
-const compactWritebackBytes = 64 << 20
+const compactWritebackBytes = 4 << 20
 
 // paceWriteback waits, outside the writer lock, for the file's writeback
 // once compaction has written compactWritebackBytes since the last wait.
