@@ -252,6 +252,9 @@ type pageWalk struct {
 	lastPath  [][]byte
 	lastOwner uint32
 
+	// readahead is the transaction's, for the walk of the trees.
+	readahead btree.Readahead
+
 	errs    map[page.ID]error // the first problem the walk found per page
 	walkErr bool              // the walk found a problem
 	other   error             // a problem naming no page
@@ -268,7 +271,7 @@ func (tx *Tx) newPageWalk() *pageWalk {
 	data := tx.env.Data
 	pages := min(hwm, uint64(len(data))/uint64(ps))
 	w := &pageWalk{
-		ps: ps, meta: tx.meta, data: data, hwm: hwm, pages: pages,
+		ps: ps, meta: tx.meta, data: data, hwm: hwm, pages: pages, readahead: tx.env.Readahead,
 		rp:     page.RegionPages(ps),
 		state:  make([]uint8, pages),
 		owner:  make([]uint32, pages),
@@ -317,6 +320,7 @@ func (w *pageWalk) walkTrees() {
 		All:             true,
 		VerifyChecksums: true,
 		Report:          report,
+		Readahead:       w.readahead,
 		Visit: func(id page.ID, n uint64, t page.Type) error {
 			end := min(id+n, w.pages)
 			for p := id; p < end; p++ {

@@ -106,6 +106,11 @@ type Env struct {
 	// Stats counted for TxStats.
 	Stats Stats
 
+	// Readahead, if not nil, is told which pages a walk in key order will
+	// read next (see Readahead); nil gives no hints (a foreign source, a
+	// file without a map).
+	Readahead Readahead
+
 	// Foreign, when not nil, supplies every node instead of the map: a
 	// bbolt file opened read-only serves its pages translated into rivet
 	// nodes (internal/boltfile). Nil for rivet's own files, which costs
