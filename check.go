@@ -119,6 +119,7 @@ func (tx *Tx) checkTree() ([]error, []uint64) {
 		All:             true,
 		VerifyChecksums: true,
 		Report:          report,
+		Readahead:       tx.env.Readahead,
 		Visit: func(id page.ID, n uint64, t page.Type) error {
 			for p := id; p < id+n && p < hwm; p++ {
 				if seen[p/64]&(1<<(p%64)) != 0 {

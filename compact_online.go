@@ -135,6 +135,9 @@ type compactRun struct {
 	// unwaited counts the pages rewritten since compaction last waited
 	// for the file's writeback (paceWriteback).
 	unwaited int64
+	// leafEnd is the page after the last leaf the run's steps wrote: the
+	// next step's leaves go at or after it (compactAllocator).
+	leafEnd page.ID
 }
 
 // compactWritebackBytes is how much compaction writes before it waits for
@@ -152,6 +155,34 @@ func (r *compactRun) paceWriteback() {
 	}
 	r.unwaited = 0
 	r.db.pager.WaitWriteback()
+}
+
+// compactAllocator is a compaction step's allocator: a transaction's
+// usual one, except that each leaf goes to the lowest free run at or
+// after the end of the leaf written before it (spacemap.AllocateFrom),
+// across steps, rather than to the lowest free run. A step writes its
+// leaves in key order and the next step goes on from the key where it
+// stopped, so the leaves a pass moves follow one another on disk in key
+// order; first fit would put each step's first leaves into the holes the
+// steps before it left (the branches they copied again), out of order.
+// Branches still go first fit: the next steps copy them again, and their
+// holes are for them.
+type compactAllocator struct {
+	spaceAllocator
+	run *compactRun
+}
+
+// AllocateLeaf places a leaf after the one the run wrote last.
+func (a compactAllocator) AllocateLeaf(n uint64) (page.ID, error) {
+	a.tx.spaceOps++
+	db := a.tx.db
+	db.spaceMu.Lock()
+	defer db.spaceMu.Unlock()
+	id, err := db.space.AllocateFrom(n, a.run.leafEnd)
+	if err == nil {
+		a.run.leafEnd = id + n
+	}
+	return id, err
 }
 
 // setPhase starts phase, with pages still to move in it, and reports it.
@@ -367,6 +398,8 @@ func (db *DB) compactStep(run *compactRun, pass compactPassFunc, limit page.ID, 
 		run.held(held)
 	}()
 	tx.lazy = true
+	tx.env.Alloc = compactAllocator{spaceAllocator{tx}, run}
+	leafEnd := run.leafEnd
 	if level == compactFragmented {
 		tx.env.MaxExtentPages = 1
 	}
@@ -392,6 +425,7 @@ func (db *DB) compactStep(run *compactRun, pass compactPassFunc, limit page.ID, 
 	}
 	rewritten := budget - st.budget.Pages
 	if err := tx.Commit(); err != nil {
+		run.leafEnd = leafEnd // the step's leaves are not written
 		return nil, 0, err
 	}
 	run.stepDone(rewritten)

@@ -207,6 +207,7 @@ func (tx *Tx) WalkPages(fn func(PageUse) error) error {
 		return errBboltBacked("Tx.WalkPages")
 	}
 	w := pagewalk.New(tx.env.Data, tx.env.PageSize, tx.meta)
+	w.Readahead = tx.env.Readahead
 	w.Trees()
 	tx.readFreeSet(w)
 	return w.Emit(func(u pagewalk.Use) error { return fn(publicPageUse(u)) })

@@ -104,6 +104,11 @@ func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {
 		LendStacks:   !writable,
 		Foreign:      db.foreign,
 	}
+	if db.foreign == nil {
+		// A bbolt file's nodes come translated from the foreign source,
+		// whose page ids are not the map's.
+		st.envStore.Readahead = view
+	}
 	if writable {
 		tx.txid = meta.Txid + 1
 		tx.env.Txid = tx.txid

@@ -47,6 +47,9 @@ type Cursor struct {
 	stack []elemRef
 	mods  uint64 // t.mods when the stack was built
 	key   []byte // the key the cursor is on, for re-seeking (only if track)
+	// edge is the key the walk's last move to another leaf landed on (see
+	// edgeDir).
+	edge []byte
 	// track is set for a writable tree: only a write transaction changes
 	// t.mods, so only its cursors need the key they are on to re-seek.
 	// A read cursor skips the store (and its write barrier) on every move.
@@ -56,7 +59,6 @@ type Cursor struct {
 	// (search, First, Last). edge is the key that move landed on: the new
 	// leaf's first key going forward, its last going back.
 	edgeDir int8
-	edge    []byte
 	// deleted is set when the element the cursor was on is gone — deleted
 	// through it, or found missing by Current — and the cursor sits
 	// before its successor, whose position is the top's index (past the
@@ -67,6 +69,17 @@ type Cursor struct {
 	// to the tree makes mods stale, the re-seek to key gives the same
 	// answers.
 	deleted bool
+	// Read-ahead (readahead.go): raDir is the direction of the windows
+	// asked for in the current leaf parent, 0 if none since the walk
+	// started; raNext the parent's index where the next window starts,
+	// raMark the index whose leaf asks for it; raShift doubles the window;
+	// raAhead says what is asked for of the next parent; raCold is set
+	// once a window was not in memory.
+	raDir          int8
+	raShift        uint8
+	raAhead        uint8
+	raCold         bool
+	raNext, raMark int32
 }
 
 // CursorStack is the storage of one cursor's path from the root: enough
@@ -119,6 +132,7 @@ func (c *Cursor) pushRoot() bool {
 	c.key = nil
 	c.deleted = false
 	c.edge, c.edgeDir = nil, 0
+	c.raDir, c.raShift, c.raCold = 0, 0, false
 	c.stack = c.stack[:0]
 	c.mods = c.t.mods
 	if c.t.rootNode != nil {
@@ -345,6 +359,7 @@ func (c *Cursor) next() (key, value []byte, flags uint32, ok bool) {
 }
 
 func (c *Cursor) nextLeaf() (key, value []byte, flags uint32, ok bool) {
+	newParent := false
 	for {
 		i := len(c.stack) - 1
 		for ; i >= 0; i-- {
@@ -362,6 +377,7 @@ func (c *Cursor) nextLeaf() (key, value []byte, flags uint32, ok bool) {
 			// element, so Prev returns the last.
 			return nil, nil, 0, false
 		}
+		newParent = newParent || i < len(c.stack)-2
 		c.stack = c.stack[:i+1]
 		if !c.descend(false) {
 			return nil, nil, 0, false
@@ -369,6 +385,7 @@ func (c *Cursor) nextLeaf() (key, value []byte, flags uint32, ok bool) {
 		if c.stack[len(c.stack)-1].count() == 0 {
 			continue
 		}
+		c.readahead(1, newParent)
 		return c.crossed(1)
 	}
 }
@@ -414,6 +431,7 @@ func (c *Cursor) prev() (key, value []byte, flags uint32, ok bool) {
 }
 
 func (c *Cursor) prevLeaf() (key, value []byte, flags uint32, ok bool) {
+	newParent := false
 	for {
 		i := len(c.stack) - 1
 		for ; i >= 0; i-- {
@@ -431,6 +449,7 @@ func (c *Cursor) prevLeaf() (key, value []byte, flags uint32, ok bool) {
 			// Next returns the second (bbolt's semantics, as above).
 			return nil, nil, 0, false
 		}
+		newParent = newParent || i < len(c.stack)-2
 		c.stack = c.stack[:i+1]
 		if !c.descend(true) {
 			return nil, nil, 0, false
@@ -438,6 +457,7 @@ func (c *Cursor) prevLeaf() (key, value []byte, flags uint32, ok bool) {
 		if c.stack[len(c.stack)-1].count() == 0 {
 			continue
 		}
+		c.readahead(-1, newParent)
 		return c.crossed(-1)
 	}
 }
@@ -451,6 +471,7 @@ func (c *Cursor) search(key []byte) {
 		c.key = nil
 		c.deleted = false
 		c.edge, c.edgeDir = nil, 0
+		c.raDir, c.raShift, c.raCold = 0, 0, false
 		c.stack = c.stack[:0]
 		c.mods = c.t.mods
 		c.t.searchPages(key, c)

@@ -37,6 +37,26 @@ type Allocator interface {
 	Free(id page.ID, n, born uint64) error
 }
 
+// LeafAllocator is an Allocator that places leaves apart from branches.
+// Compaction's allocator is one: it writes the leaves it moves one after
+// another on disk, in key order, and branches wherever first fit puts
+// them, so that a walk in key order reads the moved leaves in file order.
+type LeafAllocator interface {
+	Allocator
+	// AllocateLeaf is Allocate for a leaf's run.
+	AllocateLeaf(n uint64) (page.ID, error)
+}
+
+// allocateNode allocates the run of a node of n pages.
+func (e *Env) allocateNode(n uint64, leaf bool) (page.ID, error) {
+	if leaf {
+		if la, ok := e.Alloc.(LeafAllocator); ok {
+			return la.AllocateLeaf(n)
+		}
+	}
+	return e.Alloc.Allocate(n)
+}
+
 // Env is what the trees of one transaction share.
 type Env struct {
 	// Data is the memory map (the file's bytes from offset 0), valid for the
@@ -105,6 +125,11 @@ type Env struct {
 
 	// Stats counted for TxStats.
 	Stats Stats
+
+	// Readahead, if not nil, is told which pages a walk in key order will
+	// read next (see Readahead); nil gives no hints (a foreign source, a
+	// file without a map).
+	Readahead Readahead
 
 	// Foreign, when not nil, supplies every node instead of the map: a
 	// bbolt file opened read-only serves its pages translated into rivet

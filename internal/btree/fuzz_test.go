@@ -251,7 +251,8 @@ func FuzzTreeRead(f *testing.F) {
 		}
 		seeks = append(seeks, base.keys[7], base.keys[len(base.keys)/2])
 
-		env := &Env{Data: img, PageSize: fuzzPS, InlineLimit: fuzzInline, HWM: base.hwm, Txid: base.txid}
+		hints := &checkedHints{t: t, hwm: base.hwm}
+		env := &Env{Data: img, PageSize: fuzzPS, InlineLimit: fuzzInline, HWM: base.hwm, Txid: base.txid, Readahead: hints}
 		steps := 0
 		walkTree(t, env, base.root, seeks, 0, &steps)
 		requireCorrupt(t, "read env", env.Err)
@@ -272,6 +273,7 @@ func FuzzTreeRead(f *testing.F) {
 				HWM:             base.hwm,
 				All:             true,
 				VerifyChecksums: verify,
+				Readahead:       hints,
 				Visit: func(id page.ID, n uint64, typ page.Type) error {
 					visits++
 					if visits > maxSteps {

@@ -715,7 +715,7 @@ func (t *Tree) write(n *node) (page.Ref, error) {
 	ps := t.env.PageSize
 	size := n.size()
 	pages := page.RunPages(size, ps)
-	id, err := t.env.Alloc.Allocate(pages)
+	id, err := t.env.allocateNode(pages, n.leaf)
 	if err != nil {
 		return page.Ref{}, err
 	}

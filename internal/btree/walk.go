@@ -36,9 +36,14 @@ type Walker struct {
 	// Report receives each problem found; returning false stops the walk.
 	// If nil, the walk stops at the first problem.
 	Report func(err error) bool
+	// Readahead, if set, is asked for the children of every branch the
+	// walk enters, before it visits them (readahead.go).
+	Readahead Readahead
 
 	stopped bool
 	first   error
+	// cold is set once a branch's children were not in memory (hintBranch).
+	cold bool
 	// reached holds every page the walk has read or is about to read.
 	reached pageSet
 }
@@ -149,6 +154,9 @@ func (w *Walker) node(ref page.Ref, depth, nest int, lo, hi []byte) {
 			w.report(err)
 			return
 		}
+	}
+	if w.Readahead != nil && !n.IsLeaf() {
+		w.hintBranch(n)
 	}
 	var prev []byte
 	for i := 0; i < n.Count() && !w.stopped; i++ {

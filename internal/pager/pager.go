@@ -141,6 +141,9 @@ type Pager struct {
 	flushes, pagesRead, remaps             atomic.Int64
 	// noWriteback is set once the file refused a StartWriteback hint.
 	noWriteback atomic.Bool
+	// noAdvice and noResident are set once a mapping refused a WillNeed
+	// hint or a Resident question as unsupported (the platform has none).
+	noAdvice, noResident atomic.Bool
 	// wbRanges feeds the goroutine that gives the file StartWriteback
 	// hints (nil until the first); wbDone closes when it has stopped.
 	// Sends and the close happen under wmu, after checking closed.
@@ -293,6 +296,47 @@ func (v *View) Release() {
 	v.mp.release()
 }
 
+// WillNeed asks for pages [id, id+n) of the view to be read in ahead of
+// use, in the background (vfs.Advisor): a walk in key order calls it for
+// the pages it is about to read, which the mapping's random-access advice
+// would otherwise fault in one page at a time. The range is clipped to the
+// view. It is a hint: it does nothing on a view whose file takes none, and
+// once the platform has refused one as unsupported the pager stops asking.
+func (v *View) WillNeed(id page.ID, n uint64) {
+	if v == nil || v.mp == nil || v.mp.adv == nil || n == 0 {
+		return
+	}
+	p := v.mp.p
+	size := uint64(len(v.b))
+	if id >= size/uint64(p.ps) || p.noAdvice.Load() {
+		return
+	}
+	off := id * uint64(p.ps)
+	length := min(n, (size-off)/uint64(p.ps)) * uint64(p.ps)
+	if err := v.mp.adv.WillNeed(int64(off), int64(length)); errors.Is(err, errors.ErrUnsupported) {
+		p.noAdvice.Store(true)
+	}
+}
+
+// Resident reports whether page id of the view is in memory, so that
+// reading it would not wait for the disk; false when that is not known
+// (a platform or file that cannot tell, a page outside the view), which
+// callers take as a reason to ask for the page (WillNeed).
+func (v *View) Resident(id page.ID) bool {
+	if v == nil || v.mp == nil || v.mp.adv == nil {
+		return false
+	}
+	p := v.mp.p
+	if id >= uint64(len(v.b))/uint64(p.ps) || p.noResident.Load() {
+		return false
+	}
+	in, err := v.mp.adv.Resident(int64(id * uint64(p.ps)))
+	if errors.Is(err, errors.ErrUnsupported) {
+		p.noResident.Store(true)
+	}
+	return in && err == nil
+}
+
 // emptyView is what Acquire returns when nothing is mapped.
 var emptyView = &View{}
 
@@ -301,6 +345,7 @@ type mapping struct {
 	m     vfs.Mapping
 	bytes []byte // m.Bytes(), taken once at creation
 	p     *Pager
+	adv   vfs.Advisor // m, if it takes read-ahead hints; else nil
 	// refs counts one reference for being current plus one per Acquire not
 	// yet released. Invariant: the mapping is unmapped exactly when refs
 	// drops to zero; once it is zero nothing can take a new reference,
@@ -430,6 +475,7 @@ func (p *Pager) EnsureMapped(hwm uint64) error {
 		return fmt.Errorf("pager: mapping of %d bytes is shorter than the %d bytes needed", len(b), required)
 	}
 	mp := &mapping{m: m, bytes: b, p: p}
+	mp.adv, _ = m.(vfs.Advisor)
 	mp.refs.Store(1)
 	p.remaps.Add(1)
 	p.install(&View{mp: mp, b: b[:min(int64(len(b)), visible)]})

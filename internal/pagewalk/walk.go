@@ -46,6 +46,10 @@ type Walk struct {
 	lastPath  [][]byte
 	lastOwner uint32
 
+	// Readahead, if set, is asked for the children of each branch the walk
+	// of the trees enters (btree.Walker.Readahead).
+	Readahead btree.Readahead
+
 	errs    map[page.ID]error // the first problem the walk found per page
 	walkErr bool              // the walk found a problem
 	other   error             // a problem naming no page
@@ -111,6 +115,7 @@ func (w *Walk) Trees() {
 		All:             true,
 		VerifyChecksums: true,
 		Report:          report,
+		Readahead:       w.Readahead,
 		Visit: func(id page.ID, n uint64, t page.Type) error {
 			end := min(id+n, w.pages)
 			for p := id; p < end; p++ {

@@ -180,6 +180,37 @@ func (md *model) allocate(n, maxPages, limit uint64) (id page.ID, ok, limited bo
 	return md.allocateAtHWM(n, maxPages, limit)
 }
 
+// allocateFrom is the specification of AllocateFrom: the lowest run of n
+// allocatable pages inside one region that starts at or after from, if it
+// ends at or below the limit; else allocate's choice.
+func (md *model) allocateFrom(n, from, maxPages, limit uint64) (id page.ID, ok, limited, after bool) {
+	for r := from / md.r; from != 0 && r*md.r < md.hwm; r++ {
+		lo, hi := max(page.RegionFirstData(md.ps, r), from), min((r+1)*md.r, md.hwm)
+		var run uint64
+		for p := lo; p < hi; p++ {
+			if md.st[p] != pgAlloc {
+				run = 0
+				continue
+			}
+			if run++; run < n {
+				continue
+			}
+			if limit != 0 && p+1 > limit {
+				id, ok, limited = md.allocate(n, maxPages, limit)
+				return id, ok, limited, false
+			}
+			s := p + 1 - n
+			for q := s; q <= p; q++ {
+				md.set(q, pgLive)
+			}
+			md.addLive(s, n)
+			return s, true, false, true
+		}
+	}
+	id, ok, limited = md.allocate(n, maxPages, limit)
+	return id, ok, limited, false
+}
+
 // allocateAtHWM is the HWM half of allocate's specification.
 func (md *model) allocateAtHWM(n, maxPages, limit uint64) (id page.ID, ok, limited bool) {
 	start, r := md.hwm, md.hwm/md.r
@@ -340,6 +371,8 @@ type harness struct {
 	limit uint64
 	// slack is the Map's locality slack (SetLocalitySlack).
 	slack float64
+	// stream is where the next AllocateFrom starts: the end of the last.
+	stream uint64
 	// sealed is the model as of the last Seal (or reopen), sealedTxid its
 	// txid, chained the commits since, and releases the Release and
 	// ReleaseYoung calls since: Undo must give sealed with them replayed.
@@ -354,6 +387,7 @@ type harness struct {
 		shrinks, shrunkPages, regionsDropped, limited                                                       uint64
 		deltaRuns                                                                                           int
 		localChoices                                                                                        uint64
+		allocsFrom                                                                                          uint64
 	}
 }
 
@@ -395,7 +429,7 @@ func runModel(t *testing.T, slack float64) {
 	}
 	h.stats.loads += h.m.Stats().RegionLoads
 	t.Logf("%+v", h.stats)
-	if h.stats.syncs == 0 || h.stats.reopens == 0 || (h.stats.maxed == 0 && rounds >= 1500) || h.stats.badFrees == 0 || h.stats.mapsWritten == 0 || h.stats.deltaRuns == 0 || h.stats.shrinks == 0 || (h.stats.regionsDropped == 0 && rounds >= 1500 && slack == 0) || h.stats.limited == 0 || h.stats.youngFrees == 0 || h.stats.youngReleased == 0 || h.stats.youngHeld == 0 || (slack > 0 && h.stats.localChoices == 0) || h.stats.abortedSyncs == 0 || h.stats.undone == 0 {
+	if h.stats.syncs == 0 || h.stats.reopens == 0 || (h.stats.maxed == 0 && rounds >= 1500) || h.stats.badFrees == 0 || h.stats.mapsWritten == 0 || h.stats.deltaRuns == 0 || h.stats.shrinks == 0 || (h.stats.regionsDropped == 0 && rounds >= 1500 && slack == 0) || h.stats.limited == 0 || h.stats.youngFrees == 0 || h.stats.youngReleased == 0 || h.stats.youngHeld == 0 || (slack > 0 && h.stats.localChoices == 0) || h.stats.abortedSyncs == 0 || h.stats.undone == 0 || (slack == 0 && h.stats.allocsFrom == 0) {
 		t.Fatalf("the run missed a path: %+v", h.stats)
 	}
 }
@@ -595,8 +629,29 @@ func (h *harness) allocate(n uint64) {
 		h.allocateLocal(n, before)
 		return
 	}
-	want, ok, limited := h.md.allocate(n, h.maxPages, h.limit)
-	got, err := h.m.Allocate(n)
+	var want page.ID
+	var ok, limited bool
+	var got page.ID
+	var err error
+	if h.limit != 0 && h.rng.IntN(2) == 0 {
+		// A compaction step's leaf: at or after where the last one ended
+		// (and, now and then, from elsewhere).
+		if h.rng.IntN(16) == 0 {
+			h.stream = h.rng.Uint64N(h.md.hwm + 16)
+		}
+		var after bool
+		want, ok, limited, after = h.md.allocateFrom(n, h.stream, h.maxPages, h.limit)
+		got, err = h.m.AllocateFrom(n, h.stream)
+		if after {
+			h.stats.allocsFrom++
+		}
+		if err == nil {
+			h.stream = got + n
+		}
+	} else {
+		want, ok, limited = h.md.allocate(n, h.maxPages, h.limit)
+		got, err = h.m.Allocate(n)
+	}
 	if limited {
 		if !errors.Is(err, ErrLimit) {
 			h.fatalf("Allocate(%d) = %d, %v; want ErrLimit (limit %d, HWM %d)", n, got, err, h.limit, oldHWM)

@@ -11,7 +11,8 @@ import (
 //
 // Reads through a Mapping are memory accesses, not ReadAt calls, and are not
 // counted (nothing can see them). Map and mapping Close calls are counted, so
-// tests can check that mappings are released.
+// tests can check that mappings are released, and so are read-ahead hints
+// and residency questions (Advisor), so tests can check when a walk asks.
 //
 // The counters are atomic and safe to read while files are in use. A
 // Snapshot taken during I/O is not a consistent cut across counters.
@@ -31,16 +32,21 @@ type Counts struct {
 	TruncateCalls    int64 // Truncate calls
 	MapCalls         int64 // Map calls that returned a mapping
 	UnmapCalls       int64 // Close calls on those mappings
+	WillNeedCalls    int64 // WillNeed calls on those mappings
+	WillNeedBytes    int64 // bytes those calls asked for
+	ResidentCalls    int64 // Resident calls on those mappings
 }
 
 // SyncCalls returns the number of Sync calls of either kind.
 func (c Counts) SyncCalls() int64 { return c.SyncDataCalls + c.SyncBarrierCalls }
 
 type counters struct {
-	readCalls, readBytes    atomic.Int64
-	writeCalls, writeBytes  atomic.Int64
-	syncData, syncBarrier   atomic.Int64
-	truncates, maps, unmaps atomic.Int64
+	readCalls, readBytes     atomic.Int64
+	writeCalls, writeBytes   atomic.Int64
+	syncData, syncBarrier    atomic.Int64
+	truncates, maps, unmaps  atomic.Int64
+	willNeeds, willNeedBytes atomic.Int64
+	residents                atomic.Int64
 }
 
 // NewCounting returns a CountingFS over fs with every counter at zero.
@@ -85,6 +91,9 @@ func (c *CountingFS) Snapshot() Counts {
 		TruncateCalls:    c.c.truncates.Load(),
 		MapCalls:         c.c.maps.Load(),
 		UnmapCalls:       c.c.unmaps.Load(),
+		WillNeedCalls:    c.c.willNeeds.Load(),
+		WillNeedBytes:    c.c.willNeedBytes.Load(),
+		ResidentCalls:    c.c.residents.Load(),
 	}
 }
 
@@ -93,6 +102,7 @@ func (c *CountingFS) Reset() {
 	for _, v := range []*atomic.Int64{
 		&c.c.readCalls, &c.c.readBytes, &c.c.writeCalls, &c.c.writeBytes,
 		&c.c.syncData, &c.c.syncBarrier, &c.c.truncates, &c.c.maps, &c.c.unmaps,
+		&c.c.willNeeds, &c.c.willNeedBytes, &c.c.residents,
 	} {
 		v.Store(0)
 	}
@@ -165,4 +175,29 @@ func (m *countingMapping) Close() error {
 		m.c.unmaps.Add(1)
 	}
 	return m.Mapping.Close()
+}
+
+// WillNeed counts a read-ahead hint and passes it on to the wrapped
+// mapping if it takes hints; over one that does not (in-memory files,
+// whose bytes are always there) it is counted and succeeds, so tests on
+// in-memory files see the hints a walk gives.
+func (m *countingMapping) WillNeed(off, n int64) error {
+	m.c.willNeeds.Add(1)
+	m.c.willNeedBytes.Add(n)
+	if a, ok := m.Mapping.(Advisor); ok {
+		return a.WillNeed(off, n)
+	}
+	return nil
+}
+
+// Resident counts the question and passes it on to the wrapped mapping if
+// it takes hints. Over one that does not it answers false, nothing in
+// memory, so that tests on in-memory files see every hint a walk over a
+// file not in memory would give.
+func (m *countingMapping) Resident(off int64) (bool, error) {
+	m.c.residents.Add(1)
+	if a, ok := m.Mapping.(Advisor); ok {
+		return a.Resident(off)
+	}
+	return false, nil
 }

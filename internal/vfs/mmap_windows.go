@@ -57,3 +57,8 @@ func mapFile(f *os.File, length int64) (Mapping, error) {
 func unmapView(b []byte) error {
 	return windows.UnmapViewOfFile(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
 }
+
+// willNeed is a no-op: Windows has PrefetchVirtualMemory, which
+// golang.org/x/sys/windows does not wrap; the system's own read-ahead on
+// mapped files applies instead.
+func willNeed(b []byte, off, end int64) error { return errUnsupported }

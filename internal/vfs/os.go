@@ -215,6 +215,31 @@ func (m *sysMapping) Bytes() []byte {
 	return m.b
 }
 
+// WillNeed asks the system to read [off, off+n) of the view in ahead of
+// use (willNeed). It is a no-op on a closed or empty mapping and for a
+// range outside the view.
+func (m *sysMapping) WillNeed(off, n int64) error {
+	b := m.Bytes()
+	if off < 0 || n <= 0 || off >= int64(len(b)) {
+		return nil
+	}
+	end := int64(len(b))
+	if n < end-off {
+		end = off + n
+	}
+	return willNeed(b, off, end)
+}
+
+// Resident reports whether the page holding byte off of the view is in
+// memory (resident); false for a byte outside the view.
+func (m *sysMapping) Resident(off int64) (bool, error) {
+	b := m.Bytes()
+	if off < 0 || off >= int64(len(b)) {
+		return false, nil
+	}
+	return resident(b, off)
+}
+
 // Close unmaps. Closing twice is a no-op.
 func (m *sysMapping) Close() error {
 	if !m.closed.CompareAndSwap(false, true) || m.unmap == nil {

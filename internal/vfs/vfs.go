@@ -159,3 +159,24 @@ type Mapping interface {
 	// Close releases the mapping. Bytes must not be used afterwards.
 	Close() error
 }
+
+// Advisor is implemented by mappings that can ask the operating system to
+// read a range in ahead of use (Unix: madvise MADV_WILLNEED) and tell
+// whether a page is in memory (Linux: mincore). The OS mappings are made
+// for random access (no read-ahead on a fault), which suits point lookups;
+// a walk in key order uses WillNeed to have the pages it is about to read
+// brought in together, in the background, and Resident to skip asking for
+// pages that are there already (asking costs the system a look at each
+// page).
+//
+// Both are hints: they wait for no read and change no byte of the view. An
+// error means no answer (errors.ErrUnsupported: never on this platform, so
+// callers stop asking); it never stands for a failed read.
+type Advisor interface {
+	// WillNeed asks for the bytes [off, off+n) of the view to be read
+	// in. The range is clipped to the view; off need not be aligned.
+	WillNeed(off, n int64) error
+	// Resident reports whether the page holding byte off of the view is
+	// in memory, so that reading it would not wait for the disk.
+	Resident(off int64) (bool, error)
+}
