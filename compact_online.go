@@ -308,6 +308,9 @@ type compactPassFunc func(b *Bucket, from []byte, st *compactStep) (next []byte,
 // extents, multi-page nodes left in place for a later call); if that too
 // fails, the pass ends.
 func (db *DB) compactPass(ctx context.Context, run *compactRun, pass compactPassFunc, limit page.ID) error {
+	// Each pass walks the keys from the first: its leaves start a stream
+	// of their own, from the lowest free run.
+	run.leafEnd = 0
 	pos := &compactPos{}
 	level := compactNormal
 	var held time.Duration // how long the last step held the writer lock

@@ -229,28 +229,53 @@ func (t *Tree) splitPacked(n *node) [][]inode {
 // saves pages (mergeSaves). It returns the leaves and pages that leaves,
 // and the pages the leaves take now.
 func (t *Tree) packSavings(leaves []page.Node) (leavesAfter, pagesBefore, pagesAfter int, err error) {
-	leavesAfter, pagesBefore, pagesAfter, _, err = t.packPlan(leaves, -1)
+	leavesAfter, pagesBefore, pagesAfter, _, err = t.packPlan(leaves, nil)
 	return leavesAfter, pagesBefore, pagesAfter, err
 }
 
-// packResume returns the key at which packing stops when only the first j
-// of leaves are touched: the first element none of the leaves packing
-// makes from them holds (some of leaf j's may move into them), nil if
-// there is none. A step that packs part of a group resumes there, so that
-// it neither rewrites a leaf it packed nor leaves behind the part of leaf j
-// that was not moved.
-func (t *Tree) packResume(leaves []page.Node, j int) ([]byte, error) {
-	_, _, _, resume, err := t.packPlan(leaves, j)
-	return resume, err
+// packCut chooses where a step that cannot take all of leaves (a group
+// worth packing) stops: after the first k leaves, k in [j, maxJ], packing
+// them must use up exactly their own elements, so that nothing moves into
+// them from leaf k and the next step, resuming at leaf k's first key,
+// packs on from there. Failing that within maxJ, it stops after j leaves
+// and resumes at the first element packing them leaves over (some of leaf
+// j's may move into them): the leaf that remains of leaf j is rewritten
+// once more by the next step. resume is nil when nothing is left over.
+func (t *Tree) packCut(leaves []page.Node, j, maxJ int) (k int, resume []byte, err error) {
+	k, at, fallback := -1, -1, -1
+	_, _, _, keys, err := t.packPlan(leaves, func(i, pos int, ends []int) bool {
+		switch {
+		case i < j:
+			return false
+		case i > maxJ:
+			return true
+		case pos == ends[i-1]:
+			k, at = i, pos
+			return true
+		case i == j:
+			fallback = pos
+		}
+		return false
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	if k < 0 {
+		k, at = j, fallback
+	}
+	if at >= 0 && at < len(keys) {
+		resume = keys[at]
+	}
+	return k, resume, nil
 }
 
-// packPlan simulates packing leaves as Rebalance does with Repack set; with
-// stop >= 0 it also returns the key of the first element left over once
-// the first stop leaves are packed.
-func (t *Tree) packPlan(leaves []page.Node, stop int) (leavesAfter, pagesBefore, pagesAfter int, resume []byte, err error) {
+// packPlan simulates packing leaves as Rebalance does with Repack set.
+// With at set, it is called before each leaf i >= 1 is packed with the
+// element position pos packing has reached and each leaf's end, and stops
+// the simulation by returning true; keys then holds every element's key.
+func (t *Tree) packPlan(leaves []page.Node, at func(i, pos int, ends []int) bool) (leavesAfter, pagesBefore, pagesAfter int, keys [][]byte, err error) {
 	ps := t.env.PageSize
 	var els []int
-	var keys [][]byte                // keys[i]: element i's key, when stop >= 0
 	ends := make([]int, len(leaves)) // ends[k]: one past leaf k's last element
 	for k, c := range leaves {
 		for i := 0; i < c.Count(); i++ {
@@ -259,7 +284,7 @@ func (t *Tree) packPlan(leaves []page.Node, stop int) (leavesAfter, pagesBefore,
 				return 0, 0, 0, nil, err
 			}
 			els = append(els, page.LeafElemSize+len(key)+len(v))
-			if stop >= 0 {
+			if at != nil {
 				keys = append(keys, key)
 			}
 		}
@@ -276,11 +301,8 @@ func (t *Tree) packPlan(leaves []page.Node, stop int) (leavesAfter, pagesBefore,
 	}
 	pos := 0
 	for k, end := range ends {
-		if k == stop {
-			if pos < len(keys) {
-				resume = keys[pos]
-			}
-			return 0, 0, 0, resume, nil
+		if at != nil && k > 0 && at(k, pos, ends) {
+			return 0, 0, 0, keys, nil
 		}
 		if pos >= end {
 			continue // emptied into a leaf before it
@@ -309,7 +331,10 @@ func (t *Tree) packPlan(leaves []page.Node, stop int) (leavesAfter, pagesBefore,
 	for _, s := range sizes {
 		pagesAfter += int(page.RunPages(s, ps))
 	}
-	return len(sizes), pagesBefore, pagesAfter, nil, nil
+	if at != nil && at(len(ends), pos, ends) {
+		return 0, 0, 0, keys, nil
+	}
+	return len(sizes), pagesBefore, pagesAfter, keys, nil
 }
 
 // worthRepacking reports whether packing a group of leaves, from leaves

@@ -182,11 +182,20 @@ func (t *Tree) Sparse(from []byte, b *Budget) (leaves [][]byte, pages uint64, ne
 				return err
 			}
 			if j > 0 && pages >= b.Pages {
-				// The step's pages end inside the group: the next step
-				// resumes where packing the leaves taken so far stops.
-				resume, err := t.packResume(group, j)
+				// The step's pages end inside the group: take a few more
+				// leaves, if that lets it end where packing stops at a
+				// leaf's end (packCut), and resume there.
+				k, resume, err := t.packCut(group, j, min(len(group), 2*j))
 				if err != nil {
 					return err
+				}
+				for _, c := range group[j:k] {
+					key, err := firstKey(c)
+					if err != nil {
+						return err
+					}
+					leaves = append(leaves, bytes.Clone(key))
+					pages += c.Header().Pages()
 				}
 				if resume == nil {
 					return nil
