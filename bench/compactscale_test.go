@@ -54,11 +54,17 @@ func TestCompactionScaleTiny(t *testing.T) {
 		if get("before: writer commits", e) < 1 || get("before: reader Gets", e) < 1 {
 			t.Errorf("%s: the writer or the reader did nothing before compaction", e)
 		}
-		// The oldest half was freed; compaction gives it back.
+		// The oldest half was freed; compaction gives it back. rivet's
+		// writer goes on during compaction and refills freed pages (as
+		// it did before it), so its file need not shrink: what must hold
+		// is that the file is little more than its live data afterwards.
 		afterDeletes := get("file size after deletes", e)
 		rightAfter := get("file size right after compaction", e)
-		if !(rightAfter < afterDeletes) {
+		if e == BaselineEngine && !(rightAfter < afterDeletes) {
 			t.Errorf("%s: file %v bytes after compaction, %v before", e, rightAfter, afterDeletes)
+		}
+		if r := get("file ÷ live, right after compaction", e); e == RivetEngine && r > 1.2 {
+			t.Errorf("%s: file ÷ live right after compaction = %v, want ≤ 1.2", e, r)
 		}
 		liveBytes := get("live bytes at end", e)
 		if min := live * (etcdRevKeySize + etcdValueMin); liveBytes < min {
