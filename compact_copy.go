@@ -86,6 +86,13 @@ func copyCompacted(dst, src *DB, txMaxSize int64, progress func(copied int64)) e
 			return stx.Err()
 		}
 		return stx.ForEach(func(name []byte, b *Bucket) error {
+			if b == nil {
+				// A plain value at the top level (bbolt writes one
+				// through Tx.Cursor().Bucket()): copied as it is.
+				v := stx.root.Get(name)
+				size += int64(len(name) + len(v))
+				return tx.root.Put(name, v)
+			}
 			return copyBucket(b, nil, name)
 		})
 	})
