@@ -79,6 +79,9 @@ func (e boltEngine) Inspect(path string) (*Inspection, error) {
 	}
 	err = db.View(func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			if b == nil {
+				return nil // a plain value at the top level: no bucket
+			}
 			ins.Buckets = append(ins.Buckets, BucketStats{Name: bucketLabel(name), Stats: Fields(b.Stats())})
 			return nil
 		})

@@ -80,6 +80,9 @@ func (e rivetEngine) Inspect(path string) (*Inspection, error) {
 	}
 	err = db.View(func(tx *rivet.Tx) error {
 		return tx.ForEach(func(name []byte, b *rivet.Bucket) error {
+			if b == nil {
+				return nil // a plain value at the top level: no bucket
+			}
 			ins.Buckets = append(ins.Buckets, BucketStats{Name: bucketLabel(name), Stats: Fields(b.Stats())})
 			return nil
 		})

@@ -133,6 +133,9 @@ func readStats(path string, w io.Writer) (st *fileStats, err error) {
 		st.PageSize, st.FreePages = db.Info().PageSize, db.Stats().FreePageN
 		err = db.View(func(tx *bolt.Tx) error {
 			return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+				if b == nil {
+					return nil // a plain value at the top level: no bucket
+				}
 				st.Buckets = append(st.Buckets, fromBolt(name, b.Stats()))
 				return nil
 			})
@@ -149,6 +152,9 @@ func readStats(path string, w io.Writer) (st *fileStats, err error) {
 		st.PageSize, st.FreePages = db.Info().PageSize, db.Stats().FreePageN
 		err = db.View(func(tx *rivet.Tx) error {
 			return tx.ForEach(func(name []byte, b *rivet.Bucket) error {
+				if b == nil {
+					return nil // a plain value at the top level: no bucket
+				}
 				st.Buckets = append(st.Buckets, fromRivet(name, b.Stats()))
 				return tx.Err()
 			})

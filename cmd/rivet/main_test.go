@@ -193,6 +193,40 @@ func TestStats(t *testing.T) {
 	}
 }
 
+// TestStatsTopLevelValue: a plain value at the top level (Tx.ForEach gives
+// it a nil bucket) is not a bucket to report, and does not stop stats.
+func TestStatsTopLevelValue(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "top.db")
+	db, err := rivet.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *rivet.Tx) error {
+		if err := tx.Cursor().Bucket().Put([]byte("plain"), []byte("value")); err != nil {
+			return err
+		}
+		b, err := tx.CreateBucket([]byte("b"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("k"), []byte("v"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	js, errOut, code := runBin(t, "stats", "--json", path)
+	wantCode(t, code, 0, js, errOut)
+	var st fileStats
+	if err := json.Unmarshal([]byte(js), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Buckets) != 1 || st.Buckets[0].Name != "b" {
+		t.Errorf("stats of a file with a top-level value: buckets %+v", st.Buckets)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	for _, name := range inspectableEngines() {
 		t.Run(name, func(t *testing.T) {
