@@ -162,6 +162,14 @@ func judge(m *model, o op, rb, rr result) verdict {
 			// bbolt's does, into the bucket where it now is (or fails
 			// with ErrBucketNotFound if that was deleted since).
 			if rr.out != rb.out && rr.err != "nil" && rr.err != "ErrBucketNotFound" {
+				// A move into a handle that followed its bucket into the
+				// bucket being moved: rivet refuses a move into itself.
+				if (o.Kind == kMoveBucket || o.Kind == kTxMoveBucket) && rr.err == "ErrIncompatibleValue" && o.B2 >= 0 {
+					_, src, _ := m.moveArgs(o)
+					if under(m.buckets[o.B2].current(), childPath(src, o.Key)) {
+						return verdict{rule: ruleMoveIntoItself, rollback: true}
+					}
+				}
 				return verdict{mismatch: true}
 			}
 			return verdict{rule: ruleMovedWrite, rollback: true}

@@ -35,6 +35,17 @@ type bucketInfo struct {
 	detached bool
 	// deleted: detached by DeleteBucket (not by MoveBucket).
 	deleted bool
+	// now is where rivet's handle of a bucket moved away points: rivet's
+	// handles follow a move. Empty: at path.
+	now string
+}
+
+// current returns the path rivet's handle b points at.
+func (b *bucketInfo) current() string {
+	if b.now != "" {
+		return b.now
+	}
+	return b.path
 }
 
 type cursorInfo struct {
@@ -220,6 +231,16 @@ func (m *model) note(o op, r result) {
 		tx, src, dst := m.moveArgs(o)
 		m.removed(tx, src, childPath(src, o.Key), false)
 		m.changed(tx, dst)
+		// rivet's handles of the moved bucket and inside it follow it.
+		from, to := childPath(src, o.Key), childPath(dst, o.Key)
+		if o.B2 >= 0 {
+			to = childPath(m.buckets[o.B2].current(), o.Key)
+		}
+		for _, b := range m.buckets {
+			if p := b.current(); b.tx == tx && !b.root && under(p, from) {
+				b.now = to + p[len(from):]
+			}
+		}
 	case kPut, kPutMany, kDelete, kSetSequence, kNextSequence:
 		if b := m.buckets[o.B]; ok || o.Kind == kPutMany {
 			m.changed(b.tx, b.path)
