@@ -32,7 +32,7 @@
 //	0    4     magic 0x43524a52 ("RJRC" as bytes)
 //	4    4     payload length n
 //	8    8     salt (equal to the header's)
-//	16   8     seq (the header's firstSeq + the record's index)
+//	16   8     seq (the header's firstSeq for the first record, then increasing)
 //	24   8     txid of the transaction
 //	32   4     CRC-32C of bytes [0,32) followed by the payload
 //	36   4     reserved, zero
@@ -52,11 +52,23 @@
 // stops at the first one that is not valid: that is the normal end of a
 // journal, not an error.
 //
+// Seqs come from one counter per writer and are never reused, not even
+// those of an Append that failed: the first record of an epoch has the
+// header's firstSeq, and every record after it a greater seq than the one
+// before, usually by one. A gap marks an Append that failed and whose place
+// the next Append took.
+//
 // Invariant: a record is valid only if it was appended in the header's
-// epoch (the salt) at exactly its position in the chain of seqs
-// (header.firstSeq + index). Stale records of an older epoch fail the salt;
-// stale records of the current epoch fail the seq, because seqs are never
-// reused (see Writer.Append).
+// epoch (the salt) and lies where the writer put it after the records
+// before it. Stale records of an older epoch fail the salt. The only stale
+// records of the current epoch are those of failed appends, and the next
+// Append overwrites them from their first byte with records of higher seqs,
+// so that a stale one left after those (a retried transaction has the same
+// txid and payload, and so the same length) has a lower seq than the record
+// before it and fails the seq. (This needs a salt of its own for every
+// epoch, which a random 64-bit salt gives.) The records of a failed Append
+// that no later Append replaced are, like any failed write, of unknown
+// outcome: they may be read.
 //
 // Invariant: once Writer.Sync has returned nil, every record appended
 // before it is read back after any crash, in order (the prefix property):

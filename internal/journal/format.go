@@ -27,8 +27,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Record is one committed transaction's logical changes.
 type Record struct {
-	// Seq is the record's place in the journal's chain: the header's
-	// firstSeq plus its index. Writer.Append assigns it.
+	// Seq orders the records of a journal: the header's firstSeq for the
+	// first, then strictly increasing (see the package comment).
+	// Writer.Append assigns it.
 	Seq uint64
 	// Txid is the id of the transaction the record describes.
 	Txid uint64

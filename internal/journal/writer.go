@@ -89,8 +89,10 @@ func NewWriter(f vfs.File, salt, firstSeq uint64, growChunk int64) (*Writer, err
 }
 
 // Append encodes recs into one buffer and writes it with one WriteAt at
-// End. The records' Seq fields are ignored: they get NextSeq(), NextSeq()+1
-// and so on. On success End and NextSeq advance; on error NextSeq advances
+// End (at 0, the epoch's header first, while an empty epoch's header must
+// be written again: after a failed write of it, or failed appends that
+// used up the seq it named). The records' Seq fields are ignored: they get
+// NextSeq(), NextSeq()+1 and so on. On success End and NextSeq advance; on error NextSeq advances
 // all the same and End does not (see the Writer's invariant), and the
 // failed bytes are overwritten by the next Append. Nothing is flushed.
 //
