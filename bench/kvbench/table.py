@@ -3,7 +3,8 @@
 
 Layout read: RESULTS/r<round>/<label>/<engine>__<workload>__...__<DUR>.json,
 one repetition each. Prints Markdown: throughput with the ratio to bbolt,
-p99 latency, and the data directory's size after fillrandom.
+its min-max over the runs, p99 latency, and the data directory's size after
+fillrandom.
 """
 
 import argparse
@@ -48,6 +49,12 @@ def fmt_ns(v):
     if v >= 1_000_000:
         return f"{v / 1e6:.2f} ms"
     return f"{v / 1e3:.0f} µs"
+
+
+def min_max(values):
+    if not values:
+        return "-"
+    return f"{fmt_ops(min(values))}–{fmt_ops(max(values))}"
 
 
 def table(header, rows):
@@ -99,7 +106,7 @@ def main():
         return fmt_ops(v)
 
     header = ["workload (durability)"] + [TITLES.get(l, l) for l in labels]
-    tput, p99, size = [], [], []
+    tput, spread, p99, size = [], [], [], []
 
     # Load phase of the DEFAULT fillrandom cells: sequential keys, 1,000 per commit.
     load_of = {l: stat((l, "fillrandom", "DEFAULT"), lambda r: r["load"]["ops_per_sec"]) for l in labels}
@@ -109,6 +116,7 @@ def main():
     for wl, dur in rows:
         ops = {l: stat((l, wl, dur), lambda r: r["throughput"]["sustained_ops"]) for l in labels}
         tput.append([f"{wl} ({dur})"] + [with_ratio(ops[l], ops.get("bbolt")) for l in labels])
+        spread.append([f"{wl} ({dur})"] + [min_max([r["throughput"]["sustained_ops"] for r in ok((l, wl, dur))]) for l in labels])
         p99.append([f"{wl} ({dur})"] + [fmt_ns(stat((l, wl, dur), lambda r: r["latency_ns"]["p99"])) for l in labels])
 
     for wl, dur in rows:
@@ -129,6 +137,10 @@ def main():
     print("Throughput, operations per second (ratio to bbolt):")
     print()
     print(table(header, tput))
+    print()
+    print("Throughput over the runs, min–max:")
+    print()
+    print(table(header, spread))
     print()
     print("p99 latency (median over runs of each run's p99):")
     print()
