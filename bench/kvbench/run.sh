@@ -63,11 +63,12 @@ src=$work/kvbench
 rm -rf "$src"
 if [ -d "$kvbench_src" ] && ! git -C "$kvbench_src" rev-parse --git-dir >/dev/null 2>&1; then
 	cp -R "$kvbench_src" "$src" # a plain directory: used as it is
+	harness_rev="(plain directory $kvbench_src)"
 else
 	git clone --quiet "$kvbench_src" "$src"
 	git -C "$src" -c advice.detachedHead=false checkout --quiet "$kvbench_rev"
+	harness_rev=$(git -C "$src" rev-parse HEAD)
 fi
-harness_rev=$(git -C "$src" rev-parse HEAD 2>/dev/null || echo "$kvbench_rev")
 
 # --- the glue ---------------------------------------------------------------
 # The harness's tamnd/kv adapter needs a module version the Go module proxy

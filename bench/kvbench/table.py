@@ -127,7 +127,7 @@ def main():
 
     runs = {l: max((len(cells.get((l, wl, dur), [])) for wl, dur in rows), default=0) for l in labels}
     print()
-    print(f"rivet {a.rivet}, kvbench {a.harness[:12]}, {a.params}")
+    print(f"rivet {a.rivet}, kvbench {a.harness}, {a.params}")
     print(f"medians of {', '.join(f'{l} {n}' for l, n in runs.items())} runs; measured in {a.elapsed} s")
     if a.uptime and os.path.exists(a.uptime):
         with open(a.uptime) as f:
