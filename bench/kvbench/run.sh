@@ -18,8 +18,8 @@
 #   CONC          client goroutines [8]
 #   OPS           measured operations per workload, as workload=ops pairs
 #                 ["fillrandom=100000 ycsb-a=100000 ycsb-b=400000 ycsb-c=1000000"]
-#   FULL_OPS      measured operations of the FULL (flush per commit) fillrandom
-#                 pass; 0 skips it [10000]
+#   FULL_OPS      measured operations of fillrandom under durability FULL (a
+#                 flush per commit); 0 skips those cells [10000]
 #   ENGINES       labels to run, a subset of: bbolt rivet-full rivet-none
 #                 rivet-periodic pebble [all five]
 #   SEED          base seed [1]
@@ -131,7 +131,7 @@ engine_of() {
 }
 # Engines whose FULL cell differs from what else is measured: rivet-none and
 # rivet-periodic open with Durability Full under FULL, which is rivet-full.
-full_pass() {
+has_full_cell() {
 	case $1 in
 	bbolt | rivet-full | pebble) return 0 ;;
 	*) return 1 ;;
@@ -162,7 +162,7 @@ for ((round = 1; round <= rounds; round++)); do
 		for pair in $ops; do
 			one "$label" "$round" DEFAULT "${pair%%=*}" "${pair#*=}"
 		done
-		if [ "$full_ops" -gt 0 ] && full_pass "$label"; then
+		if [ "$full_ops" -gt 0 ] && has_full_cell "$label"; then
 			one "$label" "$round" FULL fillrandom "$full_ops"
 		fi
 	done
