@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/rivetkv/rivet/internal/btree"
+	"github.com/rivetkv/rivet/internal/journal"
 	"github.com/rivetkv/rivet/internal/page"
 )
 
@@ -167,6 +168,7 @@ func (b *Bucket) CreateBucket(name []byte) (*Bucket, error) {
 	if err := b.tree.Put(name, rec.Encode(), page.FlagBucket, 0); err != nil {
 		return nil, err
 	}
+	b.logKey(journal.OpCreateBucket, name, nil)
 	return b.openChild(name, rec), nil
 }
 
@@ -236,8 +238,11 @@ func (b *Bucket) DeleteBucket(name []byte) error {
 	}
 	child.detach()
 	b.buckets.remove(name)
-	_, err := b.tree.Delete(name, 0)
-	return err
+	if _, err := b.tree.Delete(name, 0); err != nil {
+		return err
+	}
+	b.logKey(journal.OpDeleteBucket, name, nil)
+	return nil
 }
 
 // freeContents frees every committed page that b and the buckets nested in
@@ -350,6 +355,7 @@ func (b *Bucket) MoveBucket(name []byte, dst *Bucket) error {
 	if _, err := b.tree.Delete(name, 0); err != nil {
 		return err
 	}
+	b.logMove(name, dst)
 	b.buckets.remove(name)
 	child.parent = dst
 	child.depth = dst.depth + 1
@@ -398,7 +404,11 @@ func (b *Bucket) Put(key, value []byte) error {
 	// Invariant: a nil value is kept as nil until commit, so that reads in
 	// the same transaction return nil, as bbolt's do; the committed value
 	// reads back empty and not nil.
-	return guardErr(b.tree.Put(key, value, 0, page.FlagBucket))
+	if err := b.tree.Put(key, value, 0, page.FlagBucket); err != nil {
+		return guardErr(err)
+	}
+	b.logKey(journal.OpPut, key, value)
+	return nil
 }
 
 // Delete removes key. Deleting a missing key is not an error; deleting a
@@ -407,8 +417,11 @@ func (b *Bucket) Delete(key []byte) error {
 	if err := b.checkWrite(); err != nil {
 		return err
 	}
-	_, err := b.tree.Delete(key, page.FlagBucket)
-	return guardErr(err)
+	if _, err := b.tree.Delete(key, page.FlagBucket); err != nil {
+		return guardErr(err)
+	}
+	b.logKey(journal.OpDelete, key, nil)
+	return nil
 }
 
 // Sequence returns the bucket's sequence number.
@@ -424,6 +437,7 @@ func (b *Bucket) SetSequence(v uint64) error {
 	}
 	b.sequence = v
 	b.seqDirty = true
+	b.logSequence()
 	return nil
 }
 
@@ -437,6 +451,7 @@ func (b *Bucket) NextSequence() (uint64, error) {
 	}
 	b.sequence++
 	b.seqDirty = true
+	b.logSequence()
 	return b.sequence, nil
 }
 

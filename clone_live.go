@@ -1,6 +1,11 @@
 package rivet
 
 import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
 	"time"
 
 	"github.com/rivetkv/rivet/internal/image"
@@ -18,6 +23,14 @@ func cloneLive(src, dst string, opts *CloneOptions) (*CloneResult, error) {
 	if mode == 0 {
 		mode = 0o600
 	}
+	// The journal first: every record in it is of a state no older than
+	// the last checkpoint then, and the file copied after it holds that
+	// checkpoint or a later one, so the records after the copy's state
+	// follow it without a gap. recoverClone applies them.
+	journaled, err := copyJournal(src, dst, mode)
+	if err != nil {
+		return nil, err
+	}
 	r, err := image.CopyLive(src, dst, &image.LiveOptions{
 		Mode:      mode,
 		Copy:      opts.Copy,
@@ -32,6 +45,14 @@ func cloneLive(src, dst string, opts *CloneOptions) (*CloneResult, error) {
 		Size: r.Size, Written: r.Written, Live: true, Passes: r.Passes}
 	if r.Reflinked {
 		res.Method = CloneReflinked
+	}
+	if journaled && !r.Reflinked {
+		// The copy names the source's journal: opening it applies the
+		// records after its state (a reflinked clone was opened so
+		// already).
+		if res.Txid, err = recoverClone(dst); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }
@@ -60,4 +81,43 @@ func recoverClone(path string) (txid uint64, err error) {
 		err = cerr
 	}
 	return txid, err
+}
+
+// copyJournal copies the commit journal files of src, those that exist,
+// beside dst. A record being written as it is read is torn in the copy,
+// which ends the copy's journal there, as a crash would.
+func copyJournal(src, dst string, mode os.FileMode) (copied bool, err error) {
+	for i := 0; i < 2; i++ {
+		err := copyPlainFile(journalPath(src, i), journalPath(dst, i), mode)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return copied, fmt.Errorf("rivet: copying the journal: %w", err)
+		}
+		copied = true
+	}
+	return copied, nil
+}
+
+// copyPlainFile copies the file from to a new file to and flushes it.
+func copyPlainFile(from, to string, mode os.FileMode) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_RDWR|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		_ = out.Close()
+		return err
+	}
+	return out.Close()
 }

@@ -47,7 +47,20 @@ func (tx *Tx) Commit() error {
 	if c.job != nil || c.wait == claimedNothing {
 		db.releaseSync()
 	}
-	if err == nil && c.wait != noWait {
+	if c.jjob != nil {
+		err = db.finishJournal(c.jjob)
+	}
+	if c.jlead {
+		db.releaseJournal()
+	}
+	if err == nil && c.wait == waitJournal {
+		err = db.journalThrough(tx.txid, c.chain)
+		if err == nil && c.syncAfter {
+			// Pages waiting for a sync point passed twice their limit:
+			// this commit waits for the checkpoint that frees them.
+			err = db.syncThrough(tx.txid, false, nil)
+		}
+	} else if err == nil && c.wait != noWait {
 		err = db.syncThrough(tx.txid, false, c.chain)
 		if err != nil && c.published && !errors.Is(err, ErrLatched) {
 			// The transaction is committed and readers see it; the sync
@@ -71,6 +84,7 @@ const (
 	noWait         = iota // not durable yet by design (Periodic, None)
 	waitDurable           // wait for a sync point to cover the transaction
 	claimedNothing        // leadership claimed, nothing to flush: release it
+	waitJournal           // wait for a journal write to cover the transaction
 )
 
 // committed says how Commit finishes a transaction committed in memory.
@@ -83,6 +97,13 @@ type committed struct {
 	chain *commitChain
 	// published is set when readers see the transaction already.
 	published bool
+	// jjob is a journal write this commit leads, to flush; jlead is set
+	// while the commit holds the journal writer's turn (released after
+	// the flush). syncAfter makes a journaled commit wait for a sync point
+	// as well (see commit).
+	jjob      *journalJob
+	jlead     bool
+	syncAfter bool
 }
 
 // commitChain is shared by the commits after db.base that wait for a sync
@@ -110,7 +131,12 @@ func (tx *Tx) commit() (committed, error) {
 		// have changed them inside the transaction.
 		db.applyFields()
 	}
-	if db.durability().syncsEachCommit() && !tx.lazy {
+	// A journaled commit (journal_ops.go) writes its record to the
+	// journal and the file is flushed later, by a checkpoint; recorded is
+	// decided here, since NoSync may have changed inside the transaction.
+	journaling := db.jready.Load() && !tx.lazy
+	recorded := journaling && tx.journaling
+	if db.durability().syncsEachCommit() && !tx.lazy && !recorded {
 		// A flush follows this commit: start writing its pages while
 		// Spill encodes the rest (btree.Env.WriteEarly).
 		tx.env.WriteEarly = db.writeEarly
@@ -159,6 +185,7 @@ func (tx *Tx) commit() (committed, error) {
 	// point (the application's next durable commit, or Compact's own
 	// Sync) covers it with the flush it makes anyway.
 	syncs := db.durability().syncsEachCommit() && !tx.lazy
+	viaJournal := syncs && recorded
 	// A lone committer leads its sync point at once. When other commits
 	// wait for a sync point, writers are queued for the lock, or the last
 	// sync point covered several writers (who are on their way back), it
@@ -166,8 +193,8 @@ func (tx *Tx) commit() (committed, error) {
 	// commits keep coming, so that one flush covers them all
 	// (docs/design.md §3.3). Leading here, at once, covered only the
 	// writers that committed during the previous flush.
-	lead := syncs && db.unsyncedCommits.Load() == 0 && db.writersWaiting.Load() == 0 &&
-		db.lastSyncCommits.Load() <= 1 && db.claimSync()
+	lone := db.unsyncedCommits.Load() == 0 && db.writersWaiting.Load() == 0 && db.lastSyncCommits.Load() <= 1
+	lead := syncs && !viaJournal && lone && db.claimSync()
 	if !lead {
 		write := db.pager.WriteRuns
 		if tx.lazy {
@@ -195,6 +222,28 @@ func (tx *Tx) commit() (committed, error) {
 	c := committed{}
 	if syncs {
 		c.wait = waitDurable
+	}
+	if journaling {
+		db.queueJournal(tx, recorded)
+	}
+	if viaJournal {
+		c.wait = waitJournal
+		if lone && db.claimJournal() {
+			c.jlead = true
+			job, err := db.writeJournal()
+			switch {
+			case err == errJournalFull:
+				// journalThrough runs the checkpoint it waits for.
+				db.releaseJournal()
+				c.jlead = false
+			case err != nil:
+				// writeJournal took this commit back.
+				db.releaseJournal()
+				return committed{}, err
+			default:
+				c.jjob = job
+			}
+		}
 	}
 	if lead {
 		job, err := db.prepareSync(db.syncKind(false), runs)
@@ -232,19 +281,22 @@ func (tx *Tx) commit() (committed, error) {
 			return committed{}, db.latch(err)
 		}
 	}
-	if c.wait == noWait {
+	if c.wait == noWait || c.wait == waitJournal {
 		// Pages freed since the last sync point cannot be reused before the
-		// next, so Periodic and None run one early when they pile up: in
-		// the background past the soft limit, and blocking this commit past
-		// twice that, which bounds the file's growth.
+		// next, so Periodic, None and journaled commits run one early when
+		// they pile up: in the background past the soft limit, and
+		// blocking this commit past twice that, which bounds the file's
+		// growth.
 		switch soft := pendingLimit(stats); {
+		case stats.PendingPages > 2*soft && c.wait == waitJournal:
+			c.syncAfter = true
 		case stats.PendingPages > 2*soft:
 			c.wait = waitDurable
 		case stats.PendingPages > soft:
 			db.startBackgroundSync(tx.txid)
 		}
 	}
-	if c.wait == waitDurable && db.base != head {
+	if (c.wait == waitDurable || c.wait == waitJournal) && db.base != head {
 		if db.chain == nil {
 			db.chain = new(commitChain)
 		}

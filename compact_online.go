@@ -401,6 +401,7 @@ func (db *DB) compactStep(run *compactRun, pass compactPassFunc, limit page.ID, 
 		run.held(held)
 	}()
 	tx.lazy = true
+	tx.journaling = false
 	tx.env.Alloc = compactAllocator{spaceAllocator{tx}, run}
 	leafEnd := run.leafEnd
 	if level == compactFragmented {

@@ -238,7 +238,9 @@ func checkNamed(t *testing.T, what string, db *DB) {
 // refuse every write transaction with ErrCorrupt; the copy's meta is
 // built field by field so that it cannot.
 func TestCopyAfterFreeingCommits(t *testing.T) {
-	db := openTestDB(t, nil)
+	// Without the journal, so that each commit is a sync point whose meta
+	// readers see, delta included.
+	db := openTestDB(t, &Options{NoJournal: true})
 	for i := 0; i < 3; i++ {
 		if err := db.Update(func(tx *Tx) error {
 			b, err := tx.CreateBucketIfNotExists([]byte("b"))

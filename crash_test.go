@@ -138,6 +138,8 @@ func TestCrashRecovery(t *testing.T) {
 type crashMode struct {
 	name string
 	d    Durability
+	// noJournal: Full without the commit journal (format 3's protocol).
+	noJournal bool
 	// barrierDurable: a write barrier survives power loss like a flush
 	// (Linux, Windows); false is macOS's F_BARRIERFSYNC (ordering only).
 	barrierDurable bool
@@ -147,6 +149,7 @@ type crashMode struct {
 
 var crashModes = []crashMode{
 	{name: "Full", d: Full},
+	{name: "FullNoJournal", d: Full, noJournal: true},
 	{name: "Barrier", d: Barrier, barrierDurable: true},
 	{name: "BarrierOrderingOnly", d: Barrier},
 	{name: "Periodic", d: Periodic(2 * time.Millisecond)},
@@ -211,11 +214,16 @@ func crashRecoveryRound(t *testing.T, seed int64, points int, mode crashMode) {
 	// Odd seeds allocate for locality (docs/design.md §4.3): pages land
 	// elsewhere and the file grows at other times; recovery must not care.
 	slack := float64(seed&1) * 0.4
-	db, err = openFS(hook, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize, Durability: mode.d, LocalitySlack: slack})
+	db, err = openFS(hook, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize, Durability: mode.d, LocalitySlack: slack, NoJournal: mode.noJournal})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	if sw := uint64(seed) % 4; mode.d == Full && sw < 2 {
+		// Switch journal files every few records: crashes then meet
+		// switches and the checkpoints they start.
+		db.jswitchBytes = int64(4096 + 2048*sw)
+	}
 	// Commits write their spilled pages in batches of 1-3 pages while
 	// Spill goes on, before the commit's other pages exist (Full and
 	// Barrier; btree.Env.WriteEarly), and the rest at commit.
@@ -361,7 +369,13 @@ func verifyCrashImage(t *testing.T, c crashPoint, states []map[string]string) bo
 		}
 	}
 	if !ok {
-		t.Fatalf("crash at op %d: state matches no commit in [%d, %d] (durable .. in flight)\n%s", c.op, c.low, c.acked+1, describeDiff(got, states[c.acked]))
+		match := -1
+		for i := range states {
+			if sameDump(got, states[i]) {
+				match = i
+			}
+		}
+		t.Fatalf("crash at op %d: state matches no commit in [%d, %d] (durable .. in flight; it is state %d; recovery %+v)\n%s", c.op, c.low, c.acked+1, match, cdb.Recovery(), describeDiff(got, states[c.acked]))
 	}
 	// The recovered file must take new commits.
 	if err := cdb.Update(func(tx *Tx) error {

@@ -1,7 +1,10 @@
 package rivet
 
 import (
+	"bytes"
+
 	"github.com/rivetkv/rivet/internal/btree"
+	"github.com/rivetkv/rivet/internal/journal"
 	"github.com/rivetkv/rivet/internal/page"
 )
 
@@ -135,9 +138,18 @@ func (c *Cursor) Delete() error {
 	if err := c.bucket.checkWrite(); err != nil {
 		return err
 	}
+	var key []byte
+	if c.bucket.tx.journaling {
+		if k, _, _, ok := c.c.Current(); ok {
+			key = bytes.Clone(k)
+		}
+	}
 	refused, err := c.c.DeleteUnless(page.FlagBucket)
 	if refused {
 		return ErrIncompatibleValue
+	}
+	if err == nil && key != nil {
+		c.bucket.logKey(journal.OpDelete, key, nil)
 	}
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rivetkv/rivet/internal/btree"
+	"github.com/rivetkv/rivet/internal/journal"
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/pager"
 	"github.com/rivetkv/rivet/internal/readers"
@@ -207,6 +208,40 @@ type DB struct {
 	bgSyncing atomic.Bool
 	bgSyncs   sync.WaitGroup
 
+	// Commit journal (journal.go; docs/design.md §3.8). jfiles are the
+	// two journal files (nil when the DB does not journal) and jw appends
+	// to jfiles[jactive] (nil until the first record); jlast is the newest
+	// txid written to each file. jqueue holds the records of commits not
+	// yet written to the journal, in txid order, and jbarrier the newest
+	// commit that changed data without a record (a large one): no journal
+	// write acknowledges a later commit before a sync point covers it.
+	// These are guarded by writer. jsalt, this open's salt, is set by Open
+	// and carried by every meta written since; jready is set once a sync
+	// point carrying it is durable (only then may records be trusted by
+	// recovery). jwriting (a journal write is in flight, its leader holds
+	// it) and logged (the newest txid that is durable, by the journal or
+	// by a sync point) are guarded by syncMu.
+	jfiles   [2]vfs.File
+	jw       *journal.Writer
+	jactive  int
+	jlast    [2]uint64
+	jqueue   []journalEntry
+	jbarrier uint64
+	jsalt    uint64
+	jready   atomic.Bool
+	jwriting bool
+	logged   uint64
+	// jpublishing is the txid of the state a journal write in flight will
+	// publish (0: none), held against page reuse (beginRW).
+	jpublishing atomic.Uint64
+	// jswitchBytes, if positive, replaces journalSwitchBytes (tests).
+	jswitchBytes int64
+	// journalWrites and journalRecords count journal writes and the
+	// records they held (Stats).
+	journalWrites  atomic.Int64
+	journalRecords atomic.Int64
+	journalBytes   atomic.Int64
+
 	// Publish state. readers is the reader table: the published state and
 	// the older states read transactions hold (internal/readers; it has
 	// its own lock). mu guards the other fields of this group. It is held
@@ -275,6 +310,11 @@ type Recovery struct {
 	// transaction is newer than the one opened, or cannot be read, FellBack
 	// is set too: commits after Txid may be lost.
 	DamagedMeta string
+	// JournalRecords is how many commit journal records Open applied on
+	// top of the file's last sync point (docs/design.md §3.8), and
+	// JournalTxid the transaction of the last one.
+	JournalRecords int
+	JournalTxid    uint64
 }
 
 // Recovery reports what Open found when it opened the file.
@@ -342,6 +382,9 @@ func (db *DB) Stats() Stats {
 	s.BytesWritten = ps.BytesWritten
 	s.WriteRuns = ps.WriteCalls
 	s.Flushes = ps.Flushes
+	s.JournalWrites = db.journalWrites.Load()
+	s.JournalRecords = db.journalRecords.Load()
+	s.JournalBytes = db.journalBytes.Load()
 	s.PagesRead = ps.PagesRead + db.metaReadBytes/int64(db.pageSize)
 	s.FreePageN = int(ss.FreePages - ss.PendingPages)
 	s.PendingPageN = int(ss.PendingPages)
@@ -423,6 +466,10 @@ func (db *DB) beginRW() (*Tx, error) {
 	// on the older state, saw its pages reused (a 1 GiB bench run read a
 	// leaf that the next transaction had overwritten).
 	held := db.readers.Held(db.heldBuf[:0])
+	// A journal write in flight publishes its state once flushed: readers
+	// may begin on it before the next transaction begins, so its pages are
+	// held as a reader's are.
+	pending := db.jpublishing.Load()
 	// The same bound for young frees (spacemap.ReleaseYoung): every held
 	// state, the newest included for the readers that begin later.
 	snaps := db.snapshotBuf[:0]
@@ -430,6 +477,10 @@ func (db *DB) beginRW() (*Tx, error) {
 	for _, m := range held {
 		snaps = append(snaps, m.Txid)
 		oldest = min(oldest, m.Txid)
+	}
+	if pending != 0 {
+		snaps = append(snaps, pending)
+		oldest = min(oldest, pending)
 	}
 	clear(held)
 	db.heldBuf, db.snapshotBuf = held[:0], snaps
@@ -441,6 +492,7 @@ func (db *DB) beginRW() (*Tx, error) {
 	db.syncMu.Unlock()
 	view := db.pager.Acquire()
 	tx := newTx(db, db.head, view, true)
+	tx.journaling = db.jready.Load()
 	db.spaceMu.Lock()
 	db.space.Release(steady, oldest)
 	db.space.ReleaseYoung(snaps)
@@ -665,6 +717,11 @@ func (db *DB) Close() error {
 	if err := db.pager.Close(); err != nil && first == nil {
 		first = err
 	}
+	if first == nil && db.journals() && db.latchedErr() == nil {
+		// The final sync point covers every record.
+		db.removeJournal()
+	}
+	db.closeJournal()
 	if err := db.file.Unlock(); err != nil && first == nil {
 		first = err
 	}

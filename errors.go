@@ -38,6 +38,10 @@ var ErrCorrupt = rerrors.ErrCorrupt
 // rolled back and the DB goes on.
 var ErrLatched = rerrors.ErrLatched
 
+// ErrJournalPending is returned by a read-only Open of a file whose commit
+// journal holds commits the file does not yet; a writable Open applies them.
+var ErrJournalPending = rerrors.ErrJournalPending
+
 // ErrBboltFile is returned by a writable Open of a file written by bbolt,
 // unless Options.ConvertBbolt is set: open it read-only, or convert it
 // (it also matches ErrInvalid).

@@ -153,16 +153,22 @@ func TestGroupCommitNeverEarly(t *testing.T) {
 // TestDurabilityModesFlushCount: flushes per 1,000 commits in each mode.
 func TestDurabilityModesFlushCount(t *testing.T) {
 	for _, tc := range []struct {
-		d        Durability
-		min, max int64
+		d         Durability
+		noJournal bool
+		min, max  int64
 	}{
-		{Full, 1000, 1000},
-		{Barrier, 1000, 1000},
-		{Periodic(time.Hour), 0, 5},
-		{None, 0, 5},
+		{Full, false, 1000, 1000},
+		{Full, true, 1000, 1000},
+		{Barrier, false, 1000, 1000},
+		{Periodic(time.Hour), false, 0, 5},
+		{None, false, 0, 5},
 	} {
-		t.Run(tc.d.String(), func(t *testing.T) {
-			db, err := openFS(vfs.NewMem(), "/db", 0o600, &Options{Durability: tc.d, InitialMmapSize: memMapSize})
+		name := tc.d.String()
+		if tc.noJournal {
+			name += "NoJournal"
+		}
+		t.Run(name, func(t *testing.T) {
+			db, err := openFS(vfs.NewMem(), "/db", 0o600, &Options{Durability: tc.d, InitialMmapSize: memMapSize, NoJournal: tc.noJournal})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,8 +185,13 @@ func TestDurabilityModesFlushCount(t *testing.T) {
 				}
 			}
 			s := db.Stats()
-			flushes := s.Sub(&before).Flushes
-			t.Logf("%s: %d flushes per 1,000 commits", tc.d, flushes)
+			// A journaled commit flushes the journal instead of the file.
+			d := s.Sub(&before)
+			flushes := d.Flushes + d.JournalWrites
+			t.Logf("%s: %d flushes per 1,000 commits (%d of the journal)", name, flushes, d.JournalWrites)
+			if !tc.noJournal && tc.d == Full && d.JournalWrites < 990 {
+				t.Errorf("%d journal writes, want every commit but the first few", d.JournalWrites)
+			}
 			if flushes < tc.min || flushes > tc.max {
 				t.Fatalf("%d flushes, want [%d, %d]", flushes, tc.min, tc.max)
 			}
@@ -303,7 +314,7 @@ func TestGroupCommitFillsFlushes(t *testing.T) {
 // pages that reader still sees (freed by the transaction the sync point
 // made durable), and the reader reads its whole snapshot unchanged.
 func TestReaderBegunAsSyncFinishesKeepsItsPages(t *testing.T) {
-	db := openTestDB(t, nil) // Full: readers see a commit at its sync point
+	db := openTestDB(t, &Options{NoJournal: true}) // Full: readers see a commit at its sync point
 	val := func(gen, i int) []byte { return []byte(fmt.Sprintf("%d-%05d-%0480d", gen, i, i)) }
 	put := func(tx *Tx, gen int) error {
 		b, err := tx.CreateBucketIfNotExists([]byte("b"))

@@ -24,7 +24,8 @@ func TestLocalitySlack(t *testing.T) {
 		hwm, live     uint64
 	}
 	run := func(slack float64) result {
-		db := openTestDB(t, &Options{LocalitySlack: slack})
+		// The runs a sync point of the file writes: without the journal.
+		db := openTestDB(t, &Options{LocalitySlack: slack, NoJournal: true})
 		model := make(map[uint64][]byte, keys)
 		key := func(i uint64) []byte { return binary.BigEndian.AppendUint64(nil, i) }
 		if err := db.Update(func(tx *Tx) error {

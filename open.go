@@ -274,6 +274,10 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	db.mu.Lock()
 	db.opened = true
 	db.mu.Unlock()
+	if err := db.startJournal(meta); err != nil {
+		db.closeJournal()
+		return err
+	}
 	if !db.readOnly {
 		// Periodic even under NoSync: the program may clear NoSync later
 		// (the syncer skips its ticks while NoSync is in force).

@@ -113,6 +113,17 @@ type Options struct {
 	// whichever is larger, its FreeFraction or the slack plus 0.1.
 	LocalitySlack float64
 
+	// NoJournal turns the commit journal off: a Full commit then flushes
+	// the file itself, writing its pages, the free-space maps it changed
+	// and a meta (format 3's protocol). With the journal (the default in
+	// Full durability) a commit writes its pages to the file without
+	// flushing it, appends a record of its changes to PATH-journal-0 or
+	// PATH-journal-1 and flushes only that: one sequential write on the
+	// commit's path. A checkpoint flushes the file in the background every
+	// few megabytes of journal (docs/design.md §3.8). Other durability
+	// modes never journal.
+	NoJournal bool
+
 	// ConvertBbolt makes a writable Open of a file bbolt wrote convert it
 	// in place into a rivet file, then open that, instead of returning
 	// errors.ErrBboltFile. The conversion holds the file's exclusive lock

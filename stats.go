@@ -45,6 +45,15 @@ type Stats struct {
 	// Commits counts committed write transactions.
 	Commits int64
 
+	// JournalWrites counts writes to the commit journal (each one append
+	// and one flush of the journal file, shared by the commits it holds),
+	// JournalRecords the commit records they held and JournalBytes their
+	// bytes. The journal's I/O is not in the counters above, which are the
+	// database file's.
+	JournalWrites  int64
+	JournalRecords int64
+	JournalBytes   int64
+
 	// CompactCalls counts calls of DB.Compact, the automatic compactor's
 	// included.
 	CompactCalls int64
@@ -88,6 +97,9 @@ func (s *Stats) Sub(other *Stats) Stats {
 	diff.Flushes = s.Flushes - other.Flushes
 	diff.PagesRead = s.PagesRead - other.PagesRead
 	diff.Commits = s.Commits - other.Commits
+	diff.JournalWrites = s.JournalWrites - other.JournalWrites
+	diff.JournalRecords = s.JournalRecords - other.JournalRecords
+	diff.JournalBytes = s.JournalBytes - other.JournalBytes
 	diff.CompactCalls = s.CompactCalls - other.CompactCalls
 	diff.CompactSteps = s.CompactSteps - other.CompactSteps
 	diff.CompactPagesRewritten = s.CompactPagesRewritten - other.CompactPagesRewritten

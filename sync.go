@@ -109,6 +109,7 @@ func (db *DB) prepareSync(kind vfs.SyncKind, extra []page.Run) (*syncJob, error)
 	meta.Delta = img.Delta
 	meta.FreePages = img.FreePages
 	meta.FirstFreeRegion = img.FirstFreeRegion
+	meta.JournalSalt = db.jsalt
 	// The writer lock is held and WriteRuns returns only after the write,
 	// so one buffer serves every sync point.
 	if db.metaBuf == nil {
@@ -157,6 +158,7 @@ func (db *DB) abortSync(img *spacemap.SyncImage, err error) error {
 	db.spaceMu.Unlock()
 	err = fmt.Errorf("rivet: sync point failed to write (commits rolled back: %d): %w", undone, err)
 	db.head = db.base
+	db.dropJournalAfter(db.base.Txid)
 	db.unsyncedCommits.Add(-int64(undone))
 	db.commits.Add(-int64(undone))
 	if db.chain != nil {
@@ -190,7 +192,13 @@ func (db *DB) finishSync(job *syncJob) error {
 		db.lastFullSync = time.Now()
 		db.flushed = job.meta.Txid
 	}
+	db.logged = max(db.logged, job.meta.Txid)
 	db.syncMu.Unlock()
+	if db.journals() && job.meta.JournalSalt == db.jsalt {
+		// Records written from now on are trusted by recovery: a durable
+		// meta names their salt.
+		db.jready.Store(true)
+	}
 	if h := db.hooks; h != nil && h.afterDurable != nil {
 		h.afterDurable()
 	}
@@ -373,8 +381,8 @@ func (db *DB) periodicSyncer(interval time.Duration) {
 	}
 }
 
-// writeCleanMeta runs at Close, after the final sync point, with the writer
-// lock held. The newest meta N normally names a steady txid below its own,
+// writeCleanMeta runs at Close, after the final sync point, and before
+// compaction cuts the file, with the writer lock held. The newest meta N normally names a steady txid below its own,
 // so the next Open would verify everything N's sync point wrote (every page
 // of a large last transaction). When N is durable and nothing is in flight,
 // it writes a copy of N as sync point N+1 with steady txid N+1 and nothing
@@ -395,6 +403,7 @@ func (db *DB) writeCleanMeta() error {
 	meta.Txid++
 	meta.Steady = meta.Txid
 	meta.Changed = make([]byte, len(published.Changed))
+	meta.JournalSalt = db.jsalt
 	buf := make([]byte, db.pageSize)
 	page.EncodeMeta(buf, &meta)
 	// The writer lock is held throughout, so nothing reads slotMeta[slot]
@@ -406,9 +415,19 @@ func (db *DB) writeCleanMeta() error {
 	if err := db.pager.Sync(vfs.SyncData); err != nil {
 		return db.latch(err)
 	}
+	// The copy is now the steady state, under its own txid, which the next
+	// commit must not reuse: a journal record of that commit would
+	// otherwise carry the txid of a state that does not hold it, and
+	// recovery, which applies the records after the state it opens at,
+	// would skip it.
 	db.syncMu.Lock()
 	db.slotMeta[slot] = &meta
+	db.durable, db.durableSlot = meta.Txid, slot
+	db.flushed = meta.Txid
+	db.logged = max(db.logged, meta.Txid)
 	db.syncMu.Unlock()
+	db.head, db.base = &meta, &meta
+	db.readers.Publish(&meta, db.pager.Acquire())
 	return nil
 }
 

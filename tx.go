@@ -54,6 +54,12 @@ type txState struct {
 	spaceOps int
 	// lazy commits without waiting for a sync point (compaction steps).
 	lazy bool
+	// journaling is set while the transaction logs its changes for the
+	// commit journal (journal_ops.go): jlog is its record so far, jpath
+	// scratch space for bucket paths.
+	journaling bool
+	jlog       []byte
+	jpath      [][]byte
 	// spaceEnded is set once the free-space map's transaction has been
 	// committed or rolled back by Commit.
 	spaceEnded bool

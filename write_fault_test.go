@@ -385,7 +385,7 @@ func (r *faultRun) crashCheck(rng *rand.Rand) {
 			ok = ok || maps.Equal(got, s)
 		}
 		if !ok {
-			r.fatalf("%s: the file opens at no acknowledged state from step %d on: %s (against the last)", name, r.durable, modelDiff(got, r.last()))
+			r.fatalf("%s: the file opens at no acknowledged state from step %d on: %s (against the last; recovery %+v)", name, r.durable, modelDiff(got, r.last()), db.Recovery())
 		}
 		if err := db.Close(); err != nil {
 			r.fatalf("%s: close: %v", name, err)
@@ -502,7 +502,7 @@ func TestGroupCommitWriteFailureRollsBackWaiters(t *testing.T) {
 	crash := vfs.NewCrashable()
 	ffs := vfs.NewFaulty(crash)
 	g := &gateFS{FS: ffs}
-	db, err := openFS(g, "/db", 0o600, &Options{InitialMmapSize: memMapSize})
+	db, err := openFS(g, "/db", 0o600, &Options{InitialMmapSize: memMapSize, NoJournal: true}) // the sync point of the file is what is gated
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -553,6 +553,7 @@ func TestGroupCommitWriteFailureRollsBackWaiters(t *testing.T) {
 		t.Fatal(err)
 	}
 	tx.lazy = true
+	tx.journaling = false
 	if err := tx.Bucket([]byte("b")).Put([]byte("lazy"), []byte("lazy")); err != nil {
 		t.Fatal(err)
 	}
@@ -751,6 +752,10 @@ func TestWriteFaultsConcurrent(t *testing.T) {
 					default:
 					}
 					err := db.View(func(tx *Tx) error {
+						if tx.Bucket([]byte("b")) == nil {
+							m := tx.meta
+							return fmt.Errorf("no bucket b in txn %d (root %+v, hwm %d, steady %d)", tx.ID(), m.Root, m.HWM, m.Steady)
+						}
 						return tx.Bucket([]byte("b")).ForEach(func(k, _ []byte) error {
 							seenMu.Lock()
 							seen[string(k)] = true

@@ -107,6 +107,12 @@ var (
 	// untouched, and later commits succeed once there is room.
 	ErrLatched = errors.New("rivet: an earlier flush failed; reopen the database")
 
+	// ErrJournalPending is returned by a read-only Open of a file whose
+	// commit journal holds acknowledged commits the file itself does not
+	// yet (a crash before the checkpoint that writes them in): only a
+	// writable Open can apply them.
+	ErrJournalPending = errors.New("rivet: the commit journal holds commits the file does not; open it writable once")
+
 	// ErrBboltFile is returned by a writable Open of a file bbolt (or
 	// boltdb) wrote, unless Options.ConvertBbolt asks for it to be
 	// converted: rivet writes only its own format. A read-only Open reads

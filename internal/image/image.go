@@ -55,7 +55,7 @@ func Build(ps int, snap *page.Meta, data []byte) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	img, err := standalone(ps, snap, live)
+	img, err := standalone(ps, snap, live, false)
 	if err != nil {
 		return nil, err
 	}
@@ -118,8 +118,11 @@ func LivePages(data []byte, ps int, hwm uint64, root page.Ref) ([]uint64, error)
 }
 
 // standalone builds the free-space maps and the meta of state snap written
-// as a file of its own, live being its reachable pages.
-func standalone(ps int, snap *page.Meta, live []uint64) (*Image, error) {
+// as a file of its own, live being its reachable pages. With journal, the
+// meta keeps snap's journal salt: a live copy takes the source's journal
+// files with it, whose records after snap recovery applies (a snapshot's
+// copy is complete and has no journal).
+func standalone(ps int, snap *page.Meta, live []uint64, journal bool) (*Image, error) {
 	space, err := spacemap.NewStandalone(ps, snap.HWM, snap.Txid, live)
 	if err != nil {
 		return nil, err
@@ -139,6 +142,9 @@ func standalone(ps int, snap *page.Meta, live []uint64) (*Image, error) {
 		FirstFreeRegion: space.FirstFreeRegion,
 		Selector:        space.Selector,
 		Changed:         space.Changed,
+	}
+	if journal {
+		meta.JournalSalt = snap.JournalSalt
 	}
 	buf := make([]byte, ps)
 	page.EncodeMeta(buf, &meta)

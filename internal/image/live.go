@@ -518,7 +518,7 @@ func (c *liveCopy) finish(m *page.Meta) (bool, error) {
 	if err != nil {
 		return false, nil
 	}
-	img, err := standalone(ps, m, live)
+	img, err := standalone(ps, m, live, true)
 	if err != nil {
 		return false, err
 	}

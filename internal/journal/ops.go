@@ -28,6 +28,11 @@ const (
 	OpMoveBucket OpKind = 5 // Path, Key, Dest
 	// OpSetSequence sets the sequence of the bucket at Path to Seq.
 	OpSetSequence OpKind = 6 // Path, Seq
+	// OpNotLogged marks a transaction that changed data without logging
+	// its ops (too large a record): a replay cannot reproduce it, so it
+	// must stop before it unless the file's own state already holds it.
+	// It has no fields and is a record's only op.
+	OpNotLogged OpKind = 7
 )
 
 // String returns the kind's name.
@@ -45,6 +50,8 @@ func (k OpKind) String() string {
 		return "move-bucket"
 	case OpSetSequence:
 		return "set-sequence"
+	case OpNotLogged:
+		return "not-logged"
 	}
 	return fmt.Sprintf("OpKind(%d)", uint8(k))
 }
@@ -89,6 +96,7 @@ func AppendOp(dst []byte, op *Op) []byte {
 	case OpSetSequence:
 		dst = appendPath(dst, op.Path)
 		dst = binary.AppendUvarint(dst, op.Seq)
+	case OpNotLogged:
 	default:
 		panic(fmt.Sprintf("journal: AppendOp of unknown kind %d", op.Kind))
 	}
@@ -145,6 +153,7 @@ func DecodeOps(payload []byte, fn func(*Op) error) error {
 		case OpSetSequence:
 			op.Path, path = d.path(path)
 			op.Seq = d.uvarint()
+		case OpNotLogged:
 		default:
 			return corruptOp(start, "unknown op kind %d", uint8(kind))
 		}

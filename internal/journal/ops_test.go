@@ -140,6 +140,7 @@ func TestOpsRoundTrip(t *testing.T) {
 		{Kind: OpMoveBucket, Key: []byte("b"), Dest: nil},
 		{Kind: OpSetSequence, Path: [][]byte{[]byte("s")}, Seq: 0},
 		{Kind: OpSetSequence, Path: [][]byte{[]byte("s")}, Seq: 1<<64 - 1},
+		{Kind: OpNotLogged},
 		// Fields a kind does not use are not encoded.
 		{Kind: OpDelete, Key: []byte("k"), Value: []byte("ignored"), Seq: 9, Dest: [][]byte{[]byte("d")}},
 	}
@@ -197,7 +198,7 @@ func TestOpsRandomRoundTrip(t *testing.T) {
 func TestDecodeOpsCorrupt(t *testing.T) {
 	valid := AppendOp(nil, &Op{Kind: OpPut, Path: [][]byte{[]byte("b")}, Key: []byte("key"), Value: []byte("value")})
 	cases := map[string][]byte{
-		"unknown kind":          {7},
+		"unknown kind":          {8},
 		"zero kind":             {0},
 		"truncated path count":  {byte(OpPut)},
 		"truncated varint":      {byte(OpPut), 0x80},
@@ -263,4 +264,29 @@ func TestAppendOpUnknownKindPanics(t *testing.T) {
 		}
 	}()
 	AppendOp(nil, &Op{Kind: 42})
+}
+
+func TestDecodeBatch(t *testing.T) {
+	ops := AppendOp(nil, &Op{Kind: OpPut, Key: []byte("k"), Value: []byte("v")})
+	batch := AppendEntry(AppendEntry(nil, 5, ops), 9, nil)
+	var txids []uint64
+	if err := DecodeBatch(batch, func(txid uint64, got []byte) error {
+		txids = append(txids, txid)
+		if txid == 5 && !bytes.Equal(got, ops) {
+			t.Errorf("entry 5: ops %x, want %x", got, ops)
+		}
+		return nil
+	}); err != nil || len(txids) != 2 || txids[0] != 5 || txids[1] != 9 {
+		t.Fatalf("DecodeBatch: %v, txids %v", err, txids)
+	}
+	for name, bad := range map[string][]byte{
+		"out of order":  AppendEntry(AppendEntry(nil, 9, nil), 5, nil),
+		"repeated txid": AppendEntry(AppendEntry(nil, 9, nil), 9, nil),
+		"truncated ops": AppendEntry(nil, 5, ops)[:3],
+		"no ops field":  {5},
+	} {
+		if err := DecodeBatch(bad, func(uint64, []byte) error { return nil }); !errors.Is(err, rerrors.ErrCorrupt) {
+			t.Errorf("%s: DecodeBatch = %v, want ErrCorrupt", name, err)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -96,10 +97,10 @@ func NewWriter(f vfs.File, salt, firstSeq uint64, growChunk int64) (*Writer, err
 // all the same and End does not (see the Writer's invariant), and the
 // failed bytes are overwritten by the next Append. Nothing is flushed.
 //
-// The records of a failed Append may still be read after a crash if no
-// later Append succeeds at their place: like any failed write, its outcome
-// is unknown until it is overwritten. Append makes a best-effort attempt to
-// erase their first header.
+// When a failed write reached the file in part, Append erases the first
+// record header it wrote and flushes that before it returns the error, so
+// that no crash brings back records whose Append failed; if the erasure
+// fails, the error wraps ErrUncertain.
 func (w *Writer) Append(recs []Record) error {
 	if len(recs) == 0 {
 		return nil
@@ -133,24 +134,45 @@ func (w *Writer) Append(recs []Record) error {
 		putRecord(buf[off:], w.salt, seq+uint64(i), &recs[i])
 		off += RecordHeaderSize + len(recs[i].Payload)
 	}
-	_, err := w.f.WriteAt(buf, at)
+	// The file is extended first: once the records are written, nothing
+	// may fail (a record written whole is valid, and the caller takes an
+	// error to mean the commits did not happen).
+	err := w.extend(roundUp(w.end+total, w.growChunk))
+	written := 0
+	if err == nil {
+		if written, err = w.f.WriteAt(buf, at); err != nil {
+			err = fmt.Errorf("journal: append at %d: %w", w.end, err)
+		}
+	}
 	w.releaseBuffer()
 	if err != nil {
-		err = fmt.Errorf("journal: append at %d: %w", w.end, err)
-	} else {
-		w.size = max(w.size, w.end+total)
-		err = w.extend(roundUp(w.end+total, w.growChunk))
-	}
-	if err != nil {
-		// Best effort: a stale record of this write that survives is read
-		// only while nothing replaced it (see above). A failure here
-		// changes nothing the caller can act on.
-		_, _ = w.f.WriteAt(zeros[:RecordHeaderSize], w.end)
+		if written > 0 {
+			// Part of the write, or all of it, reached the file: a
+			// record in it may read as valid (a short write whose
+			// missing bytes the file already held, or one that failed
+			// after writing everything). Its first header is erased,
+			// and the erasure flushed, before the failure is reported.
+			if rerr := w.retract(at + prefix); rerr != nil {
+				return fmt.Errorf("%w (%v): %w", ErrUncertain, rerr, err)
+			}
+		}
 		return err
 	}
 	w.end += total
 	w.headerPending = false
 	return nil
+}
+
+// ErrUncertain is wrapped by the error of an Append whose records reached
+// the file in part and could not be erased: a crash may bring them back.
+var ErrUncertain = errors.New("journal: a failed append may have left valid records")
+
+// retract erases the record header at off and flushes the file.
+func (w *Writer) retract(off int64) error {
+	if _, err := w.f.WriteAt(zeros[:RecordHeaderSize], off); err != nil {
+		return err
+	}
+	return w.f.Sync(vfs.SyncData)
 }
 
 // Sync flushes the journal file with f.Sync(kind), first writing the

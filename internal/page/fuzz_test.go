@@ -417,6 +417,21 @@ func forgeMeta(ps int, edit func(buf []byte)) []byte {
 // sets them was written by something else (or a newer rivet) and must not be
 // taken as a valid version-1 meta.
 func TestDecodeMetaRejectsNonzeroFlags(t *testing.T) {
+	// A format-3 meta has no journal salt: the bytes were reserved.
+	buf := forgeMeta(1024, func(b []byte) {
+		binary.LittleEndian.PutUint32(b[metaOffVersion:], 3)
+		b[metaOffJournalSalt] = 1
+	})
+	if _, err := DecodeMeta(0, buf); err == nil {
+		t.Errorf("format-3 meta with a journal salt accepted")
+	} else {
+		wantCorrupt(t, "DecodeMeta", err, 0)
+	}
+	// Format 4 carries it.
+	buf = forgeMeta(1024, func(b []byte) { b[metaOffJournalSalt] = 1 })
+	if m, err := DecodeMeta(0, buf); err != nil || m.JournalSalt != 1 {
+		t.Errorf("format-4 meta with journal salt 1: %v, %+v", err, m)
+	}
 	for _, off := range []int{metaOffFlags, metaReservedOff, metaFixedSize - 1} {
 		buf := forgeMeta(1024, func(b []byte) { b[off] = 1 })
 		if _, err := DecodeMeta(0, buf); err == nil {
@@ -444,8 +459,9 @@ func TestDecodeMetaRejectsOverflowingHWM(t *testing.T) {
 }
 
 // metaReservedOff is where the meta's reserved, always-zero bytes start
-// (docs/design.md §2.2: 40 bytes at offset 88).
-const metaReservedOff = 88
+// (docs/design.md §2.2: 32 bytes at offset 96; the 8 at 88 are the
+// journal salt since format 4).
+const metaReservedOff = 96
 
 func TestMetaDeltaRoundTrip(t *testing.T) {
 	buf := sampleDeltaMeta(4096, 100000)

@@ -25,7 +25,8 @@ const (
 	metaOffFreePages    = 72
 	metaOffFirstFree    = 80
 	metaOffDeltaCount   = 84 // format 2; reserved (zero) in format 1
-	metaOffReserved     = 88
+	metaOffJournalSalt  = 88 // format 4; reserved (zero) before
+	metaOffReserved     = 96
 	metaFixedSize       = 128
 	minHWM              = MinPages // two metas and region 0's two map slots
 	maxBitmapRegionsPer = 4        // regions per byte pair: (pageSize-128)*8/2 = (pageSize-128)*4
@@ -67,6 +68,11 @@ type Meta struct {
 	FirstFreeRegion uint32
 	Selector        []byte // bit r set: region r's current map is slot B
 	Changed         []byte // bit r set: region r's map was written by this sync point
+	// JournalSalt names the commit journal whose records extend this state
+	// (docs/design.md §3.8): the journal beside the file applies only if
+	// its header carries the same salt. Zero: no journal (formats 1-3,
+	// copies).
+	JournalSalt uint64
 	// Delta lists the pages whose state differs from what the selected
 	// region maps say (docs/design.md §2.2, §4): the free set of this state
 	// is the selected maps with these runs applied. Ascending, disjoint,
@@ -134,6 +140,7 @@ func EncodeMeta(buf []byte, m *Meta) {
 	le.PutUint32(buf[metaOffRegionCount:], uint32(n))
 	le.PutUint64(buf[metaOffFreePages:], m.FreePages)
 	le.PutUint32(buf[metaOffFirstFree:], m.FirstFreeRegion)
+	le.PutUint64(buf[metaOffJournalSalt:], m.JournalSalt)
 	bl := BitmapLen(n)
 	copy(buf[metaFixedSize:metaFixedSize+bl], m.Selector)
 	copy(buf[metaFixedSize+bl:metaFixedSize+2*bl], m.Changed)
@@ -197,7 +204,9 @@ func DecodeMeta(id ID, buf []byte) (*Meta, error) {
 	// Older formats are subsets of this one, read by the same decoding:
 	// format 1 is format 2 without a delta (its delta count field was
 	// reserved and zero), format 2 is format 3 without inline buckets (a
-	// bucket record never had the inline flag). The first sync point of a
+	// bucket record never had the inline flag), format 3 is format 4
+	// without a journal (its journal salt bytes were reserved and zero).
+	// The first sync point of a
 	// newer build writes a meta of its own format, which older builds
 	// refuse, as they must once an inline bucket may exist.
 	version := le.Uint32(buf[metaOffVersion:])
@@ -221,6 +230,7 @@ func DecodeMeta(id ID, buf []byte) (*Meta, error) {
 		RegionPages:     uint64(le.Uint32(buf[metaOffRegionPages:])),
 		FreePages:       le.Uint64(buf[metaOffFreePages:]),
 		FirstFreeRegion: le.Uint32(buf[metaOffFirstFree:]),
+		JournalSalt:     le.Uint64(buf[metaOffJournalSalt:]),
 	}
 	if m.RegionPages != RegionPages(ps) {
 		return nil, Corruptf(id, "meta region pages %d, want %d for page size %d", m.RegionPages, RegionPages(ps), ps)
@@ -247,6 +257,9 @@ func DecodeMeta(id ID, buf []byte) (*Meta, error) {
 	// means a bug or a deliberately forged page; still never trust it.
 	if f := le.Uint32(buf[metaOffFlags:]); f != 0 {
 		return nil, Corruptf(id, "meta flags %#x, want 0", f)
+	}
+	if m.JournalSalt != 0 && version < 4 {
+		return nil, Corruptf(id, "format-%d meta with a journal salt (reserved before format 4)", version)
 	}
 	if !IsZeroPage(buf[metaOffReserved:metaFixedSize]) {
 		return nil, Corruptf(id, "meta reserved bytes are not zero")

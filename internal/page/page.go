@@ -20,7 +20,7 @@ import (
 
 // FormatVersion is the on-disk format version. Every change to a layout in
 // this package changes it, together with docs/design.md.
-const FormatVersion = 3
+const FormatVersion = 4
 
 // Magic identifies a rivet meta page ("RIVT" as bytes).
 const Magic uint32 = 0x54564952

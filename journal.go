@@ -1,0 +1,522 @@
+package rivet
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/journal"
+	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/internal/vfs"
+)
+
+// The commit journal (docs/design.md §3.8).
+//
+// In Full durability a commit whose transaction kept a record of its
+// changes (journal_ops.go) does not flush the file: it writes its pages
+// there as a None commit does, queues its record, and waits until a
+// journal write covers it — one append to the active journal file and one
+// flush of that file, shared by the commits that queued meanwhile (group
+// commit, as sync points are). The file is made durable by ordinary sync
+// points, now called checkpoints: in the background whenever the active
+// journal file fills (journalSwitchBytes) or the pages waiting for a sync
+// point pile up (as in None mode), and at Sync and Close. Recovery opens
+// the file at its last sync point S, as without a journal, then re-applies
+// the records of transactions after S.
+//
+// Invariants:
+//   - a record is trusted by recovery only if its journal file's header
+//     carries the salt of the meta recovery opened at; every meta this
+//     process writes carries db.jsalt, and no record is written before a
+//     sync point carrying it is durable (db.jready);
+//   - a journal write acknowledges commit T only once every commit before
+//     T that changed data is durable: by a record of an earlier or the same
+//     write, or by a sync point (db.jbarrier);
+//   - a journal file is started over (journal.NewWriter) only when a
+//     durable sync point covers every record in it (db.jlast).
+
+// journalSwitchBytes is how much of a journal file is filled before the
+// next write goes to the other file and a checkpoint starts; it bounds
+// what recovery reads and applies to about twice that.
+const journalSwitchBytes = 4 << 20
+
+// journalMaxBytes is how far a journal file may grow while the other
+// still waits for its checkpoint; past it the journal writer runs the
+// checkpoint itself.
+const journalMaxBytes = 64 << 20
+
+// journalSwitchAt returns where the active journal file is left for the
+// other: journalSwitchBytes, or what a test set.
+func (db *DB) journalSwitchAt() int64 {
+	if n := db.jswitchBytes; n > 0 {
+		return n
+	}
+	return journalSwitchBytes
+}
+
+// journalEntry is a committed transaction's record waiting for the journal.
+type journalEntry struct {
+	txid    uint64
+	payload []byte
+}
+
+// journalJob is a journal write whose flush is still to come.
+type journalJob struct {
+	w       *journal.Writer
+	txid    uint64     // the newest transaction it holds
+	meta    *page.Meta // the state readers see once it is durable
+	barrier uint64     // a commit without a record that must be durable first
+	records int
+}
+
+// journalPath names journal file i of the database at path.
+func journalPath(path string, i int) string { return fmt.Sprintf("%s-journal-%d", path, i) }
+
+// journals reports whether this DB keeps a commit journal.
+func (db *DB) journals() bool { return db.jsalt != 0 }
+
+// startJournal runs at Open, once the DB is usable and before any other
+// writer. A writable DB in Full durability (without Options.NoJournal)
+// opens its journal files, creating them if needed; any writable DB
+// applies the records its file's state lacks (then closes the files if it
+// does not journal). A read-only DB cannot apply them: it refuses to open
+// a file whose journal holds commits beyond it.
+func (db *DB) startJournal(meta *page.Meta) error {
+	keep := !db.readOnly && db.opts.Durability.mode == modeFull && !db.opts.NoJournal
+	if !keep && meta.JournalSalt == 0 {
+		return nil
+	}
+	if err := db.openJournalFiles(false); err != nil {
+		return err
+	}
+	if !keep {
+		defer db.closeJournal()
+		if db.readOnly {
+			recs, err := pendingJournal(db.jfiles[:], meta)
+			if err != nil {
+				return err
+			}
+			if len(recs) > 0 {
+				return fmt.Errorf("%w: its commit journal holds %d commits (transactions %d-%d) that the file does not; a writable Open applies them", rerrors.ErrJournalPending, len(recs), recs[0].Txid, recs[len(recs)-1].Txid)
+			}
+			return nil
+		}
+		if err := db.replayJournal(meta); err != nil {
+			return err
+		}
+		db.removeJournal()
+		return nil
+	}
+	for db.jsalt == 0 || db.jsalt == meta.JournalSalt {
+		db.jsalt = rand.Uint64()
+	}
+	return db.replayJournal(meta)
+}
+
+// openJournalFiles opens the journal files that exist, or, with create,
+// both, creating them (and flushing their directory) if needed.
+func (db *DB) openJournalFiles(create bool) error {
+	created := false
+	flag := os.O_RDWR
+	if db.readOnly {
+		flag = os.O_RDONLY
+	}
+	for i, have := range db.jfiles {
+		if have != nil {
+			continue
+		}
+		name := journalPath(db.path, i)
+		f, err := db.fs.OpenFile(name, flag, 0)
+		if err != nil && create && errors.Is(err, fs.ErrNotExist) {
+			f, err = db.fs.OpenFile(name, os.O_RDWR|os.O_CREATE, db.mode)
+			created = true
+		}
+		if err != nil && !create && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			db.closeJournal()
+			return fmt.Errorf("rivet: opening the journal: %w", err)
+		}
+		db.jfiles[i] = f
+	}
+	if created {
+		// A record in a file whose name a crash can lose would be lost
+		// with it.
+		if err := db.fs.SyncDir(filepath.Dir(db.path)); err != nil {
+			db.closeJournal()
+			return fmt.Errorf("rivet: flushing the journal's directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// removeJournal closes and deletes the journal files, once a durable sync
+// point covers every record in them (Close, and Open after applying them
+// without journaling on). The deletions need not be durable: files that
+// come back hold only records the file has.
+func (db *DB) removeJournal() {
+	db.closeJournal()
+	for i := range db.jfiles {
+		if err := db.fs.Remove(journalPath(db.path, i)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			db.logger.Warningf("%s: removing the journal: %v", db.path, err)
+		}
+	}
+}
+
+// closeJournal closes the journal files.
+func (db *DB) closeJournal() {
+	for i, f := range db.jfiles {
+		if f != nil {
+			_ = f.Close()
+			db.jfiles[i] = nil
+		}
+	}
+	db.jw = nil
+}
+
+// pendingJournal returns, in order, the records of both journal files
+// that extend the state meta: those of transactions after it, in files
+// whose salt is meta's. The payloads are copies.
+func pendingJournal(files []vfs.File, meta *page.Meta) ([]journal.Record, error) {
+	if meta.JournalSalt == 0 {
+		return nil, nil
+	}
+	type chain struct {
+		first uint64
+		recs  []journal.Record
+	}
+	var chains []chain
+	for _, f := range files {
+		if f == nil {
+			continue
+		}
+		var recs []journal.Record
+		sum, err := journal.Read(f, journalMaxBytes, func(r journal.Record) error {
+			if r.Txid <= meta.Txid {
+				return nil
+			}
+			return journal.DecodeBatch(r.Payload, func(txid uint64, ops []byte) error {
+				if txid > meta.Txid {
+					recs = append(recs, journal.Record{Seq: r.Seq, Txid: txid, Payload: slices.Clone(ops)})
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("rivet: reading the journal: %w", err)
+		}
+		if !sum.HeaderValid || sum.Salt != meta.JournalSalt || len(recs) == 0 {
+			continue
+		}
+		chains = append(chains, chain{sum.FirstSeq, recs})
+	}
+	slices.SortFunc(chains, func(a, b chain) int {
+		switch {
+		case a.first < b.first:
+			return -1
+		case a.first > b.first:
+			return 1
+		}
+		return 0
+	})
+	var out []journal.Record
+	for _, c := range chains {
+		for _, r := range c.recs {
+			if bytes.Equal(r.Payload, notLoggedRecord) {
+				// A transaction after meta that the journal cannot
+				// replay: the file does not hold it, so nothing after
+				// it was acknowledged (a journal write acknowledges a
+				// commit only once the file holds every unlogged one
+				// before it).
+				return out, nil
+			}
+			if n := len(out); n > 0 && (r.Txid <= out[n-1].Txid || r.Seq < out[n-1].Seq) {
+				return nil, &rerrors.CorruptError{Reason: fmt.Sprintf("journal record of transaction %d (seq %d) follows transaction %d (seq %d)", r.Txid, r.Seq, out[n-1].Txid, out[n-1].Seq)}
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// replayJournal applies the journal's records after meta in one write
+// transaction and makes the result durable with a sync point (carrying
+// this open's salt, so the records are not applied again).
+func (db *DB) replayJournal(meta *page.Meta) error {
+	recs, err := pendingJournal(db.jfiles[:], meta)
+	if err != nil || len(recs) == 0 {
+		return err
+	}
+	start := time.Now()
+	tx, err := db.beginRW()
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if err := applyJournalRecord(tx, r.Txid, r.Payload); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("rivet: committing the journal's records: %w", err)
+	}
+	if err := db.syncThrough(db.headTxid(), true, nil); err != nil {
+		return err
+	}
+	db.recovered.JournalRecords = len(recs)
+	db.recovered.JournalTxid = recs[len(recs)-1].Txid
+	db.logger.Infof("%s: applied %d journal records (transactions %d-%d) in %v", db.path, len(recs), recs[0].Txid, recs[len(recs)-1].Txid, time.Since(start))
+	return nil
+}
+
+// queueJournal queues tx's record for the next journal write, or notes a
+// commit that changed data without one. Called by commit with the writer
+// lock held, once the commit is head.
+func (db *DB) queueJournal(tx *Tx, logged bool) {
+	if logged {
+		db.jqueue = append(db.jqueue, journalEntry{txid: tx.txid, payload: tx.jlog})
+		tx.jlog = nil
+		return
+	}
+	// The journal says so, for recovery to stop before it (see
+	// pendingJournal); acknowledgements wait for a sync point covering it.
+	db.jqueue = append(db.jqueue, journalEntry{txid: tx.txid, payload: notLoggedRecord})
+	db.jbarrier = tx.txid
+}
+
+// notLoggedRecord is the payload of a transaction that changed data
+// without a record.
+var notLoggedRecord = journal.AppendOp(nil, &journal.Op{Kind: journal.OpNotLogged})
+
+// claimJournal makes the caller the journal writer if no journal write is
+// in flight.
+func (db *DB) claimJournal() bool {
+	db.syncMu.Lock()
+	defer db.syncMu.Unlock()
+	if db.jwriting {
+		return false
+	}
+	db.jwriting = true
+	return true
+}
+
+// releaseJournal ends the caller's turn as journal writer.
+func (db *DB) releaseJournal() {
+	db.syncMu.Lock()
+	db.jwriting = false
+	db.syncCond.Broadcast()
+	db.syncMu.Unlock()
+}
+
+// errJournalFull says that the journal cannot take more records until a
+// checkpoint covers the older journal file.
+var errJournalFull = fmt.Errorf("rivet: journal full")
+
+// writeJournal writes the queued records to the journal (no flush). The
+// caller holds the writer lock and the journal writer's turn. On success
+// the commits so far are sealed: only a failed flush can fail them now,
+// and that latches. If the write fails, the commits after base are taken
+// back (abortSync), as when a sync point fails to write.
+func (db *DB) writeJournal() (*journalJob, error) {
+	if len(db.jqueue) == 0 {
+		return nil, nil
+	}
+	if err := db.switchJournal(); err != nil {
+		return nil, err
+	}
+	entries := db.jqueue
+	db.jqueue = nil
+	// One record for the whole write (journal.AppendEntry): a write that
+	// fails part way then leaves nothing that recovery could take for a
+	// commit.
+	var batch []byte
+	for _, e := range entries {
+		batch = journal.AppendEntry(batch, e.txid, e.payload)
+	}
+	recs := []journal.Record{{Txid: entries[len(entries)-1].txid, Payload: batch}}
+	end := db.jw.End()
+	if err := db.jw.Append(recs); err != nil {
+		err = db.abortSync(nil, fmt.Errorf("writing the journal: %w", err))
+		if errors.Is(err, journal.ErrUncertain) {
+			// The failed records may survive a crash: what the file
+			// holds is no longer certain.
+			err = db.latch(err)
+		}
+		return nil, err
+	}
+	db.journalBytes.Add(db.jw.End() - end)
+	last := entries[len(entries)-1].txid
+	db.jlast[db.jactive] = last
+	job := &journalJob{w: db.jw, txid: last, meta: db.head, barrier: db.jbarrier, records: len(entries)}
+	db.jpublishing.Store(db.head.Txid)
+	db.sealSynced()
+	return job, nil
+}
+
+// switchJournal starts the journal, or moves it to the other file once
+// the active one holds journalSwitchBytes and a checkpoint covers every
+// record of the other, and then starts a checkpoint for the one it
+// leaves. Called by writeJournal.
+func (db *DB) switchJournal() error {
+	if db.jw != nil && db.jw.End() < db.journalSwitchAt() {
+		return nil
+	}
+	if db.jfiles[0] == nil || db.jfiles[1] == nil {
+		// The files are made when the first record is written; their
+		// names are durable before any record in them is acknowledged.
+		if err := db.openJournalFiles(true); err != nil {
+			return db.abortSync(nil, err)
+		}
+	}
+	next, seq := 0, uint64(1)
+	if db.jw != nil {
+		next, seq = 1-db.jactive, db.jw.NextSeq()
+		db.syncMu.Lock()
+		durable := db.durable
+		db.syncMu.Unlock()
+		if db.jlast[next] > durable {
+			if db.jw.End() < journalMaxBytes {
+				return nil
+			}
+			return errJournalFull
+		}
+	}
+	w, err := journal.NewWriter(db.jfiles[next], db.jsalt, seq, 0)
+	if err != nil {
+		return db.abortSync(nil, fmt.Errorf("starting a journal file: %w", err))
+	}
+	if db.jw != nil {
+		// Every record of the file left behind is in a state up to head:
+		// a sync point of head frees it for the next switch.
+		db.startBackgroundSync(db.head.Txid)
+	}
+	db.jw, db.jactive = w, next
+	db.jlast[next] = 0
+	return nil
+}
+
+// finishJournal flushes a written journal write and makes its commits
+// durable and visible. It runs without the writer lock.
+func (db *DB) finishJournal(job *journalJob) error {
+	// Whatever happens, the state is published or never will be by this
+	// job: stop holding its pages (beginRW) once this returns.
+	defer db.jpublishing.CompareAndSwap(job.meta.Txid, 0)
+	start := time.Now()
+	if err := job.w.Sync(vfs.SyncData); err != nil {
+		return db.latch(err)
+	}
+	db.lastFlushNs.Store(int64(time.Since(start)))
+	if job.barrier > 0 {
+		// A commit before these had no record: the journal does not
+		// make them durable until a sync point covers it.
+		if err := db.syncThrough(job.barrier, false, nil); err != nil {
+			return err
+		}
+	}
+	db.syncMu.Lock()
+	db.logged = max(db.logged, job.txid)
+	db.syncMu.Unlock()
+	db.journalWrites.Add(1)
+	db.journalRecords.Add(int64(job.records))
+	db.readers.Publish(job.meta, db.pager.Acquire())
+	db.spaceMu.Lock()
+	stats := db.space.Stats()
+	db.spaceMu.Unlock()
+	db.mu.Lock()
+	db.spaceStats = stats
+	db.mu.Unlock()
+	return nil
+}
+
+// journalThrough waits until the commit txid is durable, leading journal
+// writes itself whenever none is in flight. The commit passes its chain:
+// if a failed write takes it back, journalThrough returns that error.
+func (db *DB) journalThrough(txid uint64, w *commitChain) error {
+	db.syncMu.Lock()
+	for {
+		if w != nil && w.err != nil {
+			err := w.err
+			db.syncMu.Unlock()
+			return err
+		}
+		if db.logged >= txid || db.durable >= txid {
+			break
+		}
+		if err := db.latchedErr(); err != nil {
+			db.syncMu.Unlock()
+			return err
+		}
+		if db.isClosed() {
+			db.syncMu.Unlock()
+			return ErrDatabaseNotOpen
+		}
+		if db.jwriting {
+			db.syncCond.Wait()
+			continue
+		}
+		db.jwriting = true
+		db.syncMu.Unlock()
+
+		db.lingerForCommits()
+		db.writer.Lock()
+		job, err := db.writeJournal()
+		db.writer.Unlock()
+		if err == errJournalFull {
+			// The older journal file still waits for its checkpoint: run
+			// it here, then write.
+			db.releaseJournal()
+			if err := db.syncThrough(db.jlastOther(), false, nil); err != nil {
+				return err
+			}
+			db.syncMu.Lock()
+			continue
+		}
+		if err == nil && job != nil {
+			err = db.finishJournal(job)
+		}
+		db.releaseJournal()
+		if err != nil {
+			return err
+		}
+		if job == nil {
+			// Nothing was queued: txid is covered by a sync point (it had
+			// no record, or a sync point sealed it) — wait for that.
+			return db.syncThrough(txid, false, w)
+		}
+		db.syncMu.Lock()
+	}
+	db.syncMu.Unlock()
+	return nil
+}
+
+// jlastOther returns the newest txid in the journal file that is not
+// active.
+func (db *DB) jlastOther() uint64 {
+	db.writer.Lock()
+	defer db.writer.Unlock()
+	return db.jlast[1-db.jactive]
+}
+
+// dropJournalAfter forgets the queued records of the commits after txid,
+// which abortSync has taken back. The caller holds the writer lock.
+func (db *DB) dropJournalAfter(txid uint64) {
+	i := len(db.jqueue)
+	for i > 0 && db.jqueue[i-1].txid > txid {
+		i--
+	}
+	clear(db.jqueue[i:])
+	db.jqueue = db.jqueue[:i]
+	if db.jbarrier > txid {
+		// A taken-back commit had no record; an earlier one may have too.
+		db.jbarrier = txid
+	}
+}
