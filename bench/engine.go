@@ -105,6 +105,13 @@ const (
 	CtrWriteCalls = "write_calls"
 	// CtrFlushes is fsync/fdatasync calls made.
 	CtrFlushes = "flushes"
+	// CtrJournalWrites is writes to a commit journal (rivet: each one
+	// append and one flush of the journal file), CtrJournalRecords the
+	// commits they held and CtrJournalBytes their bytes; not in the file
+	// counters above.
+	CtrJournalWrites  = "journal_writes"
+	CtrJournalRecords = "journal_records"
+	CtrJournalBytes   = "journal_bytes"
 	// CtrPagesRead is pages read with pread (rivet: Open, recovery and
 	// free-space map loads; reads through the memory map are not counted).
 	CtrPagesRead = "pages_read"

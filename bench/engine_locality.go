@@ -25,3 +25,15 @@ func rivetSlack(s float64) func(string, OpenOptions) (DB, error) {
 		return openRivet(path, o)
 	}
 }
+
+// The journal variant: rivet in Full durability without the commit journal
+// (Options.NoJournal), each commit a sync point of the file (format 3's
+// protocol), to show what the journal changes. It runs only when named.
+var _ = register(variantEngine{name: RivetNoJournalEngine, open: func(path string, opts OpenOptions) (DB, error) {
+	o := rivetEngine{}.options(opts.ReadOnly)
+	o.NoJournal = true
+	return openRivet(path, o)
+}})
+
+// RivetNoJournalEngine is rivet with Options.NoJournal.
+const RivetNoJournalEngine = "rivet-nojournal"

@@ -41,6 +41,10 @@ func openRivet(path string, o *rivet.Options) (DB, error) {
 			CtrWriteCalls:   s.WriteRuns,
 			CtrFlushes:      s.Flushes,
 			CtrPagesRead:    s.PagesRead,
+
+			CtrJournalWrites:  s.JournalWrites,
+			CtrJournalRecords: s.JournalRecords,
+			CtrJournalBytes:   s.JournalBytes,
 		}
 	})
 	if err != nil {

@@ -106,6 +106,21 @@ func runUpdateLocality(ctx context.Context, env *Env) error {
 	if v, ok := dc[CtrFlushes]; ok {
 		env.Scalar("engine flushes/commit", UnitCount, Lower, float64(v)/done)
 	}
+	// The runs a commit's flush waits for: a journaled commit (rivet in
+	// Full mode) waits for its journal write, one run shared with the
+	// commits of its group; one without a record waits for a sync point of
+	// the file. bbolt's commit waits for every page it writes.
+	if jw, ok := dc[CtrJournalWrites]; ok && jw > 0 {
+		unjournaled := done - float64(dc[CtrJournalRecords])
+		fileRuns := 0.0
+		if unjournaled > 0 && dc[CtrFlushes] > 0 {
+			fileRuns = float64(dc[CtrWriteCalls]) / float64(dc[CtrFlushes]) * unjournaled
+		}
+		env.Scalar("flush-path write runs/commit", UnitCount, Lower, (float64(jw)+fileRuns)/done)
+		env.Scalar("journal bytes/commit", UnitBytes, Lower, float64(dc[CtrJournalBytes])/done)
+	} else if v, ok := dc[CtrWriteCalls]; ok {
+		env.Scalar("flush-path write runs/commit", UnitCount, Lower, float64(v)/done)
+	}
 	err = db.Close()
 	db = nil
 	if err != nil {
