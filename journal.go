@@ -45,7 +45,7 @@ import (
 // journalSwitchBytes is how much of a journal file is filled before the
 // next write goes to the other file and a checkpoint starts; it bounds
 // what recovery reads and applies to about twice that.
-const journalSwitchBytes = 4 << 20
+const journalSwitchBytes = 1 << 20
 
 // journalMaxBytes is how far a journal file may grow while the other
 // still waits for its checkpoint; past it the journal writer runs the
