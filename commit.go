@@ -287,7 +287,11 @@ func (tx *Tx) commit() (committed, error) {
 		// they pile up: in the background past the soft limit, and
 		// blocking this commit past twice that, which bounds the file's
 		// growth.
-		switch soft := pendingLimit(stats); {
+		soft := pendingLimit(stats)
+		if c.wait == waitJournal {
+			soft = journalPendingLimit(stats)
+		}
+		switch {
 		case stats.PendingPages > 2*soft && c.wait == waitJournal:
 			c.syncAfter = true
 		case stats.PendingPages > 2*soft:
@@ -325,6 +329,14 @@ func (db *DB) writeEarly(runs []page.Run) error {
 		return fmt.Errorf("rivet: writing pages of the commit: %w", err)
 	}
 	return nil
+}
+
+// journalPendingLimit is pendingLimit for journaled commits: a quarter of
+// the file, at least 256 pages. Full durability promises files the size of
+// bbolt's; a checkpoint of a small file costs little, so small files do not
+// grow by 4,096 pages first.
+func journalPendingLimit(s spacemap.Stats) uint64 {
+	return max(s.HWM/4, 256)
 }
 
 // pendingLimit is the soft limit on pages waiting for a sync point: a

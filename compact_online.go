@@ -155,6 +155,13 @@ func (r *compactRun) paceWriteback() {
 	}
 	r.unwaited = 0
 	r.db.pager.WaitWriteback()
+	if r.db.journals() {
+		// Journaled commits make no sync point of the file, and the
+		// pages this run and the writers free become reusable only at
+		// one: a checkpoint now, while what it must flush was just
+		// written back, keeps them coming.
+		r.db.startBackgroundSync(r.db.headTxid())
+	}
 }
 
 // compactAllocator is a compaction step's allocator: a transaction's
@@ -592,9 +599,23 @@ func (db *DB) truncateTail(run *compactRun, cleanMeta bool) error {
 	if cleanMeta {
 		db.writer.Lock()
 		err := db.writeCleanMeta()
+		db.syncMu.Lock()
+		moved := db.head.Txid != db.durable
+		db.syncMu.Unlock()
 		db.writer.Unlock()
 		if err != nil {
 			return err
+		}
+		if moved {
+			// A commit came in after the last sync point, so no clean
+			// meta: a sync point for it puts a state of the shrunk file
+			// into the other meta slot instead, so that neither slot
+			// holds the HWM from before the shrink. (Without a journal
+			// the writer's own sync points do that soon enough; a
+			// journaled commit writes no meta.)
+			if err := db.Sync(); err != nil {
+				return err
+			}
 		}
 	}
 	var held time.Duration

@@ -117,6 +117,22 @@ const (
 	CtrPagesRead = "pages_read"
 )
 
+// commitFlushes splits an engine's flushes into those its commits wait
+// for and those that run beside them: with a commit journal (rivet in Full
+// mode) a commit waits for a journal write and the file's flushes are
+// checkpoints; otherwise every flush is a commit's. ok is false for an
+// engine that counts no flushes.
+func commitFlushes(dc Counters) (commit, checkpoint int64, ok bool) {
+	files, ok := dc[CtrFlushes]
+	if !ok {
+		return 0, 0, false
+	}
+	if jw := dc[CtrJournalWrites]; jw > 0 {
+		return jw, files, true
+	}
+	return files, 0, true
+}
+
 // Sub returns c − base for every counter present in both, which is what a
 // workload reports for the span between two snapshots.
 func (c Counters) Sub(base Counters) Counters {

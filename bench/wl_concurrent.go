@@ -59,8 +59,11 @@ func runConcurrentDurable(ctx context.Context, env *Env) error {
 			}
 			env.Scalar("commits/s, "+label, UnitRate, Higher, n/elapsed.Seconds())
 			env.Latencies("latency, "+label, lat)
-			if v, ok := dc[CtrFlushes]; ok {
-				env.Scalar("flushes per 1000 commits, "+label, UnitCount, Lower, 1000*float64(v)/n)
+			if commit, checkpoint, ok := commitFlushes(dc); ok {
+				env.Scalar("flushes per 1000 commits, "+label, UnitCount, Lower, 1000*float64(commit)/n)
+				if checkpoint > 0 {
+					env.Scalar("checkpoint flushes per 1000 commits, "+label, UnitCount, Lower, 1000*float64(checkpoint)/n)
+				}
 			}
 		}
 	}

@@ -50,8 +50,11 @@ func runModeLatency(ctx context.Context, env *Env) error {
 	env.Scalar("commits/s", UnitRate, Higher, n/elapsed.Seconds())
 	env.Latencies("commit latency", lat)
 	env.Scalar("commits", UnitCount, Neither, n)
-	if v, ok := dc[CtrFlushes]; ok {
-		env.Scalar("flushes per 1000 commits", UnitCount, Lower, 1000*float64(v)/n)
+	if commit, checkpoint, ok := commitFlushes(dc); ok {
+		env.Scalar("flushes per 1000 commits", UnitCount, Lower, 1000*float64(commit)/n)
+		if checkpoint > 0 {
+			env.Scalar("checkpoint flushes per 1000 commits", UnitCount, Lower, 1000*float64(checkpoint)/n)
+		}
 	}
 	env.Latencies("close", []time.Duration{closed})
 	return nil

@@ -69,7 +69,7 @@ go test -race -count=1 ./...
 step "tests without the race detector: large files (1 GiB and 300 MiB values, 824 MiB fragmented file), allocations"
 go test -count=1 -run 'TestOneGiBValue|TestValue300MiB|TestValueTooLarge|TestOneKeyCommitIO|TestCursorNotKeptDoesNotAllocate' -v . | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|io_test' 
 
-step "crash scale, without the race detector: 600 crash points per durability mode (3,000), 1,000 process kills"
+step "crash scale, without the race detector: 600 crash points per durability mode (3,600), 1,000 process kills"
 go test -count=1 -run '^(TestCrashRecovery|TestKillRecovery)$' -rivet.crashpoints=600 -rivet.kills=1000 -v . | grep -E '^(=== RUN|--- |    --- |ok|FAIL|PASS)|crash points|kills'
 
 step "bbolt's concurrent WriteTo test shape, 100 repetitions (every copy opens, passes Check, holds its snapshot)"
