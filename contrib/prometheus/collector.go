@@ -63,8 +63,14 @@ func NewCollector(db *rivet.DB, opts Options) *Collector {
 	}
 	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
 	add("commits_total", "Write transactions committed.", counter, func(s *rivet.Stats, _ *Collector) float64 { return float64(s.Commits) })
-	add("flushes_total", "Flushes (fdatasync or the platform's equivalent) issued; concurrent commits share one.", counter,
+	add("flushes_total", "Flushes of the database file (fdatasync or the platform's equivalent): sync points and checkpoints; concurrent commits share one.", counter,
 		func(s *rivet.Stats, _ *Collector) float64 { return float64(s.Flushes) })
+	add("journal_writes_total", "Commit journal writes, each one append and one flush of the journal file, shared by the commits it holds.", counter,
+		func(s *rivet.Stats, _ *Collector) float64 { return float64(s.JournalWrites) })
+	add("journal_records_total", "Commits written to the commit journal.", counter,
+		func(s *rivet.Stats, _ *Collector) float64 { return float64(s.JournalRecords) })
+	add("journal_written_bytes_total", "Bytes written to the commit journal.", counter,
+		func(s *rivet.Stats, _ *Collector) float64 { return float64(s.JournalBytes) })
 	add("pages_written_total", "Pages written to the file: tree pages, free-space maps and metas.", counter,
 		func(s *rivet.Stats, _ *Collector) float64 { return float64(s.PagesWritten) })
 	add("written_bytes_total", "Bytes written to the file.", counter, func(s *rivet.Stats, _ *Collector) float64 { return float64(s.BytesWritten) })

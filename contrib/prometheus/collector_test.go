@@ -92,8 +92,14 @@ func TestScrape(t *testing.T) {
 	if d := value(t, after, "rivet_commits_total"+l) - value(t, before, "rivet_commits_total"+l); d != 5 {
 		t.Errorf("commits_total grew by %v, want 5", d)
 	}
-	if d := value(t, after, "rivet_flushes_total"+l) - value(t, before, "rivet_flushes_total"+l); d < 5 {
-		t.Errorf("flushes_total grew by %v over 5 durable commits", d)
+	// Each durable commit flushes the journal or the file.
+	flushes := value(t, after, "rivet_flushes_total"+l) - value(t, before, "rivet_flushes_total"+l)
+	journal := value(t, after, "rivet_journal_writes_total"+l) - value(t, before, "rivet_journal_writes_total"+l)
+	if flushes+journal < 5 || journal < 1 {
+		t.Errorf("flushes_total grew by %v and journal_writes_total by %v over 5 durable commits", flushes, journal)
+	}
+	if d := value(t, after, "rivet_journal_records_total"+l) - value(t, before, "rivet_journal_records_total"+l); d < 1 || d > 5 {
+		t.Errorf("journal_records_total grew by %v over 5 durable commits", d)
 	}
 	if d := value(t, after, "rivet_written_bytes_total"+l) - value(t, before, "rivet_written_bytes_total"+l); d < 5*4096 {
 		t.Errorf("written_bytes_total grew by %v", d)
