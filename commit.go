@@ -134,7 +134,7 @@ func (tx *Tx) commit() (committed, error) {
 	// A journaled commit (journal_ops.go) writes its record to the
 	// journal and the file is flushed later, by a checkpoint; recorded is
 	// decided here, since NoSync may have changed inside the transaction.
-	journaling := db.jready.Load() && !tx.lazy
+	journaling := db.jready.Load() && !db.joff.Load() && !tx.lazy
 	recorded := journaling && tx.journaling
 	if db.durability().syncsEachCommit() && !tx.lazy && !recorded {
 		// A flush follows this commit: start writing its pages while
@@ -236,6 +236,11 @@ func (tx *Tx) commit() (committed, error) {
 				// journalThrough runs the checkpoint it waits for.
 				db.releaseJournal()
 				c.jlead = false
+			case err == errJournalOff:
+				// A sync point of the file makes it durable instead.
+				db.releaseJournal()
+				c.jlead = false
+				c.wait = waitDurable
 			case err != nil:
 				// writeJournal took this commit back.
 				db.releaseJournal()

@@ -229,6 +229,15 @@ type DB struct {
 	jbarrier uint64
 	jsalt    uint64
 	jready   atomic.Bool
+	// joff is set when the journal's files could not be made: commits
+	// then flush the file (errJournalOff).
+	joff atomic.Bool
+	// jsaltBase is set by Open when the DB journals (see journalSalt):
+	// journals() reports it.
+	jsaltBase []byte
+	// jsaltOpened is the salt of the meta Open opened at (the journal of
+	// the Open before), which this open's salt must differ from.
+	jsaltOpened uint64
 	jwriting bool
 	logged   uint64
 	// jpublishing is the txid of the state a journal write in flight will
@@ -492,7 +501,7 @@ func (db *DB) beginRW() (*Tx, error) {
 	db.syncMu.Unlock()
 	view := db.pager.Acquire()
 	tx := newTx(db, db.head, view, true)
-	tx.journaling = db.jready.Load()
+	tx.journaling = db.jready.Load() && !db.joff.Load()
 	db.spaceMu.Lock()
 	db.space.Release(steady, oldest)
 	db.space.ReleaseYoung(snaps)

@@ -2,10 +2,12 @@ package rivet
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,7 +82,7 @@ type journalJob struct {
 func journalPath(path string, i int) string { return fmt.Sprintf("%s-journal-%d", path, i) }
 
 // journals reports whether this DB keeps a commit journal.
-func (db *DB) journals() bool { return db.jsalt != 0 }
+func (db *DB) journals() bool { return db.jsaltBase != nil }
 
 // startJournal runs at Open, once the DB is usable and before any other
 // writer. A writable DB in Full durability (without Options.NoJournal)
@@ -114,10 +116,52 @@ func (db *DB) startJournal(meta *page.Meta) error {
 		db.removeJournal()
 		return nil
 	}
-	for db.jsalt == 0 || db.jsalt == meta.JournalSalt {
-		db.jsalt = rand.Uint64()
+	base, err := db.metaSlotsDigest()
+	if err != nil {
+		return err
 	}
+	db.jsaltBase, db.jsaltOpened = base, meta.JournalSalt
 	return db.replayJournal(meta)
+}
+
+// metaSlotsDigest hashes the bytes of both meta slots as Open found them,
+// the base of this open's journal salt (journalSalt).
+func (db *DB) metaSlotsDigest() ([]byte, error) {
+	h := sha256.New()
+	buf := make([]byte, db.pageSize)
+	for slot := int64(0); slot < 2; slot++ {
+		n, err := db.file.ReadAt(buf, slot*int64(db.pageSize))
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("rivet: reading meta %d for the journal's salt: %w", slot, err)
+		}
+		h.Write(buf[:n])
+	}
+	return h.Sum(nil), nil
+}
+
+// journalSalt returns the salt of the sync point m, which makes records
+// trusted (the first of this open to be durable; before, db.jsalt is 0):
+// a digest of both meta slots as Open found them and of the state m
+// names. It differs from the salt of every earlier Open whose records may
+// be in the journal (such an Open wrote a durable meta, which changed the
+// slots, and the txid only grows), and from a journal of another file
+// whose history differs. It is not random: two files built the same way
+// stay byte-identical, which bbolt's own tests compare.
+func (db *DB) journalSalt(m *page.Meta, previous uint64) uint64 {
+	h := sha256.New()
+	h.Write(db.jsaltBase)
+	var b [40]byte
+	binary.LittleEndian.PutUint64(b[0:], m.Txid)
+	binary.LittleEndian.PutUint64(b[8:], m.HWM)
+	binary.LittleEndian.PutUint64(b[16:], m.Root.ID)
+	binary.LittleEndian.PutUint64(b[24:], m.Root.Txid)
+	binary.LittleEndian.PutUint32(b[32:], m.Root.Checksum)
+	h.Write(b[:])
+	salt := binary.LittleEndian.Uint64(h.Sum(nil))
+	for salt == 0 || salt == previous {
+		salt++
+	}
+	return salt
 }
 
 // openJournalFiles opens the journal files that exist, or, with create,
@@ -321,6 +365,12 @@ func (db *DB) releaseJournal() {
 // checkpoint covers the older journal file.
 var errJournalFull = fmt.Errorf("rivet: journal full")
 
+// errJournalOff says that the journal's files could not be made (the
+// database's directory was removed, or cannot be written): this DB stops
+// journaling, and the queued commits, and all later ones, are made durable
+// by sync points of the file, as with Options.NoJournal.
+var errJournalOff = fmt.Errorf("rivet: journal off")
+
 // writeJournal writes the queued records to the journal (no flush). The
 // caller holds the writer lock and the journal writer's turn. On success
 // the commits so far are sealed: only a failed flush can fail them now,
@@ -374,7 +424,10 @@ func (db *DB) switchJournal() error {
 		// The files are made when the first record is written; their
 		// names are durable before any record in them is acknowledged.
 		if err := db.openJournalFiles(true); err != nil {
-			return db.abortSync(nil, err)
+			db.logger.Warningf("%s: no commit journal, commits flush the file: %v", db.path, err)
+			db.jqueue = nil
+			db.joff.Store(true)
+			return errJournalOff
 		}
 	}
 	next, seq := 0, uint64(1)
@@ -470,6 +523,10 @@ func (db *DB) journalThrough(txid uint64, w *commitChain) error {
 		db.writer.Lock()
 		job, err := db.writeJournal()
 		db.writer.Unlock()
+		if err == errJournalOff {
+			db.releaseJournal()
+			return db.syncThrough(txid, false, w)
+		}
 		if err == errJournalFull {
 			// The older journal file still waits for its checkpoint: run
 			// it here, then write.

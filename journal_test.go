@@ -300,3 +300,71 @@ func TestJournalOfAnotherOpenIgnored(t *testing.T) {
 		t.Fatalf("a foreign journal was applied (%+v)\n%s", got.rec, describeDiff(got.dump, want))
 	}
 }
+
+// TestJournalWithOpenFileHook: etcd's defragmentation opens its temporary
+// database with an Options.OpenFile that returns one prepared file
+// whatever name it is asked for. The journal's files must not go through
+// it (they would be the database file itself).
+func TestJournalWithOpenFileHook(t *testing.T) {
+	dir := t.TempDir()
+	temp, err := os.CreateTemp(dir, "db.tmp.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	db, err := Open(temp.Name(), 0o600, &Options{OpenFile: func(string, int, os.FileMode) (*os.File, error) {
+		calls++
+		return temp, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	journalPuts(t, db, 0, 20)
+	if st := db.Stats(); st.JournalWrites == 0 {
+		t.Fatalf("no journal writes: the test does not cover the journal")
+	}
+	if err := db.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if calls != 1 {
+		t.Errorf("the opener was called %d times, want once (for the database file)", calls)
+	}
+	re, err := Open(temp.Name(), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer re.Close()
+	mustCheck(t, re)
+	if err := re.View(func(tx *Tx) error {
+		if tx.Bucket([]byte("b")).Get([]byte("k00019")) == nil {
+			return fmt.Errorf("the last commit is missing after reopening")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestJournalDirectoryRemoved: a program's tests often remove the
+// database's directory while a DB in it is still open (etcd's do); commits
+// went on without a journal before, so they must go on when the journal's
+// files cannot be made: by sync points of the file.
+func TestJournalDirectoryRemoved(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir+"/sub.db", 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	journalPuts(t, db, 0, 1) // the sync point that enables the journal
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	before := db.Stats()
+	journalPuts(t, db, 1, 10)
+	after := db.Stats()
+	if d := after.Sub(&before); d.JournalWrites != 0 || d.Flushes < 10 {
+		t.Fatalf("with no journal files: %d journal writes, %d flushes of the file for 10 commits", d.JournalWrites, d.Flushes)
+	}
+	mustCheck(t, db)
+}

@@ -29,7 +29,7 @@ func pointerOf(b []byte) unsafe.Pointer { return unsafe.Pointer(&b[0]) }
 func Open(path string, mode os.FileMode, options *Options) (*DB, error) {
 	fs := vfs.OS()
 	if options != nil && options.OpenFile != nil {
-		fs = vfs.OSWithOpener(options.OpenFile)
+		fs = vfs.OSWithOpener(path, options.OpenFile)
 	}
 	return openFS(fs, path, mode, options)
 }

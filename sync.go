@@ -109,6 +109,10 @@ func (db *DB) prepareSync(kind vfs.SyncKind, extra []page.Run) (*syncJob, error)
 	meta.Delta = img.Delta
 	meta.FreePages = img.FreePages
 	meta.FirstFreeRegion = img.FirstFreeRegion
+	if db.journals() && !db.jready.Load() {
+		// The sync point that makes records trusted names their salt.
+		db.jsalt = db.journalSalt(&meta, db.jsaltOpened)
+	}
 	meta.JournalSalt = db.jsalt
 	// The writer lock is held and WriteRuns returns only after the write,
 	// so one buffer serves every sync point.

@@ -25,22 +25,30 @@ func OS() FS { return osFS{} }
 type osFS struct{}
 
 // OSWithOpener returns an FS like OS whose OpenFile calls open instead of
-// os.OpenFile (bbolt's Options.OpenFile hook). A nil open gives OS().
-func OSWithOpener(open func(name string, flag int, perm os.FileMode) (*os.File, error)) FS {
+// os.OpenFile for the file named path (bbolt's Options.OpenFile hook, which
+// opens the database file; programs such as etcd's defragmentation return
+// one prepared file whatever name they are asked for). Other names, the
+// files rivet keeps beside the database, open with os.OpenFile. A nil open
+// gives OS().
+func OSWithOpener(path string, open func(name string, flag int, perm os.FileMode) (*os.File, error)) FS {
 	if open == nil {
 		return OS()
 	}
 	// A pointer, not a struct with a func field: comparing FS values (as
 	// callers do against OS()) must never meet an uncomparable type.
-	return &openerFS{open: open}
+	return &openerFS{path: path, open: open}
 }
 
 type openerFS struct {
+	path string
 	open func(name string, flag int, perm os.FileMode) (*os.File, error)
 }
 
-// OpenFile opens a file with the caller's opener.
+// OpenFile opens the database file with the caller's opener, others as OS.
 func (o *openerFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	if name != o.path {
+		return OS().OpenFile(name, flag, perm)
+	}
 	f, err := o.open(name, flag, perm)
 	if err != nil {
 		return nil, err

@@ -157,11 +157,12 @@ func TestOSSyncAfterWriteAndTruncate(t *testing.T) {
 }
 
 func TestOSWithOpener(t *testing.T) {
-	if OSWithOpener(nil) != OS() {
+	if OSWithOpener("db", nil) != OS() {
 		t.Fatal("OSWithOpener(nil) is not OS()")
 	}
 	calls := 0
-	fs := OSWithOpener(func(name string, flag int, perm os.FileMode) (*os.File, error) {
+	path := filepath.Join(t.TempDir(), "db")
+	fs := OSWithOpener(path, func(name string, flag int, perm os.FileMode) (*os.File, error) {
 		calls++
 		return os.OpenFile(name, flag, perm)
 	})
@@ -169,10 +170,16 @@ func TestOSWithOpener(t *testing.T) {
 	if fs == OS() {
 		t.Fatal("an opener FS compares equal to OS()")
 	}
-	path := filepath.Join(t.TempDir(), "db")
 	f := mustOpen(t, fs, path, rwCreate)
 	if calls != 1 {
 		t.Fatalf("opener called %d times", calls)
+	}
+	// Files beside the database open as OS files: the opener is the
+	// database file's (etcd's returns one prepared file for any name).
+	side := mustOpen(t, fs, path+"-journal-0", rwCreate)
+	side.Close()
+	if calls != 1 {
+		t.Fatalf("opener called %d times for the database file and one beside it", calls)
 	}
 	if _, err := f.WriteAt([]byte("x"), 0); err != nil {
 		t.Fatal(err)
@@ -184,7 +191,7 @@ func TestOSWithOpener(t *testing.T) {
 	if err := fs.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	bad := OSWithOpener(func(string, int, os.FileMode) (*os.File, error) { return nil, nil })
+	bad := OSWithOpener(path, func(string, int, os.FileMode) (*os.File, error) { return nil, nil })
 	if _, err := bad.OpenFile(path, rwCreate, 0o600); err == nil {
 		t.Fatal("an opener returning no file and no error was accepted")
 	}
