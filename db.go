@@ -238,8 +238,8 @@ type DB struct {
 	// jsaltOpened is the salt of the meta Open opened at (the journal of
 	// the Open before), which this open's salt must differ from.
 	jsaltOpened uint64
-	jwriting bool
-	logged   uint64
+	jwriting    bool
+	logged      uint64
 	// jpublishing is the txid of the state a journal write in flight will
 	// publish (0: none), held against page reuse (beginRW).
 	jpublishing atomic.Uint64
