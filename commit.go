@@ -224,7 +224,7 @@ func (tx *Tx) commit() (committed, error) {
 		c.wait = waitDurable
 	}
 	if journaling {
-		db.queueJournal(tx, recorded)
+		db.queueJournal(tx, recorded && syncs)
 	}
 	if viaJournal {
 		c.wait = waitJournal
@@ -236,7 +236,7 @@ func (tx *Tx) commit() (committed, error) {
 				// journalThrough runs the checkpoint it waits for.
 				db.releaseJournal()
 				c.jlead = false
-			case err == errJournalOff:
+			case err == errJournalOff || err == errJournalBarrier:
 				// A sync point of the file makes it durable instead.
 				db.releaseJournal()
 				c.jlead = false

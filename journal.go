@@ -27,7 +27,7 @@ import (
 // journal write covers it — one append to the active journal file and one
 // flush of that file, shared by the commits that queued meanwhile (group
 // commit, as sync points are). The file is made durable by ordinary sync
-// points, now called checkpoints: in the background whenever the active
+// points, the checkpoints: in the background whenever the active
 // journal file fills (journalSwitchBytes) or the pages waiting for a sync
 // point pile up (as in None mode), and at Sync and Close. Recovery opens
 // the file at its last sync point S, as without a journal, then re-applies
@@ -323,7 +323,9 @@ func (db *DB) replayJournal(meta *page.Meta) error {
 }
 
 // queueJournal queues tx's record for the next journal write, or notes a
-// commit that changed data without one. Called by commit with the writer
+// commit that changed data without one (logged false: too large a record,
+// or a commit not made durable by its own flush, NoSync's, whose record
+// would wait in memory until some durable commit came). Called by commit with the writer
 // lock held, once the commit is head.
 func (db *DB) queueJournal(tx *Tx, logged bool) {
 	if logged {
@@ -333,8 +335,16 @@ func (db *DB) queueJournal(tx *Tx, logged bool) {
 	}
 	// The journal says so, for recovery to stop before it (see
 	// pendingJournal); acknowledgements wait for a sync point covering it.
-	db.jqueue = append(db.jqueue, journalEntry{txid: tx.txid, payload: notLoggedRecord})
+	// Consecutive such commits share one marker, which names the newest:
+	// recovery stops at it unless the file holds all of them, so that a
+	// program that commits under NoSync for ever queues one entry, not one
+	// per commit.
 	db.jbarrier = tx.txid
+	if n := len(db.jqueue); n > 0 && bytes.Equal(db.jqueue[n-1].payload, notLoggedRecord) {
+		db.jqueue[n-1].txid = tx.txid
+		return
+	}
+	db.jqueue = append(db.jqueue, journalEntry{txid: tx.txid, payload: notLoggedRecord})
 }
 
 // notLoggedRecord is the payload of a transaction that changed data
@@ -371,14 +381,32 @@ var errJournalFull = fmt.Errorf("rivet: journal full")
 // by sync points of the file, as with Options.NoJournal.
 var errJournalOff = fmt.Errorf("rivet: journal off")
 
+// errJournalBarrier says that a commit before the queued records changed
+// data without a record and is not durable yet: one sync point of the
+// file covers it and them, cheaper than a journal write and then that sync
+// point.
+var errJournalBarrier = fmt.Errorf("rivet: journal waits for a sync point")
+
 // writeJournal writes the queued records to the journal (no flush). The
 // caller holds the writer lock and the journal writer's turn. On success
 // the commits so far are sealed: only a failed flush can fail them now,
 // and that latches. If the write fails, the commits after base are taken
 // back (abortSync), as when a sync point fails to write.
 func (db *DB) writeJournal() (*journalJob, error) {
+	db.syncMu.Lock()
+	durable := db.durable
+	db.syncMu.Unlock()
+	// Records a sync point covers already need no journal write.
+	i := 0
+	for i < len(db.jqueue) && db.jqueue[i].txid <= durable {
+		i++
+	}
+	db.jqueue = db.jqueue[i:]
 	if len(db.jqueue) == 0 {
 		return nil, nil
+	}
+	if db.jbarrier > durable {
+		return nil, errJournalBarrier
 	}
 	if err := db.switchJournal(); err != nil {
 		return nil, err
@@ -523,7 +551,7 @@ func (db *DB) journalThrough(txid uint64, w *commitChain) error {
 		db.writer.Lock()
 		job, err := db.writeJournal()
 		db.writer.Unlock()
-		if err == errJournalOff {
+		if err == errJournalOff || err == errJournalBarrier {
 			db.releaseJournal()
 			return db.syncThrough(txid, false, w)
 		}
