@@ -522,30 +522,14 @@ func (db *DB) finishJournal(job *journalJob) error {
 // writes itself whenever none is in flight. The commit passes its chain:
 // if a failed write takes it back, journalThrough returns that error.
 func (db *DB) journalThrough(txid uint64, w *commitChain) error {
+	done := func() bool { return db.logged >= txid || db.durable >= txid }
 	db.syncMu.Lock()
 	for {
-		if w != nil && w.err != nil {
-			err := w.err
-			db.syncMu.Unlock()
-			return err
-		}
-		if db.logged >= txid || db.durable >= txid {
-			break
-		}
-		if err := db.latchedErr(); err != nil {
-			db.syncMu.Unlock()
-			return err
-		}
-		if db.isClosed() {
-			db.syncMu.Unlock()
-			return ErrDatabaseNotOpen
-		}
-		if db.jwriting {
-			db.syncCond.Wait()
-			continue
-		}
-		db.jwriting = true
+		lead, err := db.waitOrLead(w, done, &db.jwriting)
 		db.syncMu.Unlock()
+		if !lead {
+			return err
+		}
 
 		db.lingerForCommits()
 		db.writer.Lock()
@@ -579,8 +563,6 @@ func (db *DB) journalThrough(txid uint64, w *commitChain) error {
 		}
 		db.syncMu.Lock()
 	}
-	db.syncMu.Unlock()
-	return nil
 }
 
 // jlastOther returns the newest txid in the journal file that is not

@@ -229,30 +229,14 @@ func (db *DB) finishSync(job *syncJob) error {
 // durable). It returns early, with nil, when head itself is durable: a
 // transaction above it was taken back.
 func (db *DB) syncThrough(txid uint64, forceFull bool, w *commitChain) error {
+	done := func() bool { return db.durable >= txid && (!forceFull || db.flushed >= txid) }
 	db.syncMu.Lock()
 	for {
-		if w != nil && w.err != nil {
-			err := w.err
-			db.syncMu.Unlock()
-			return err
-		}
-		if db.durable >= txid && (!forceFull || db.flushed >= txid) {
-			break
-		}
-		if err := db.latchedErr(); err != nil {
-			db.syncMu.Unlock()
-			return err
-		}
-		if db.isClosed() {
-			db.syncMu.Unlock()
-			return ErrDatabaseNotOpen
-		}
-		if db.syncing {
-			db.syncCond.Wait()
-			continue
-		}
-		db.syncing = true
+		lead, err := db.waitOrLead(w, done, &db.syncing)
 		db.syncMu.Unlock()
+		if !lead {
+			return err
+		}
 
 		db.lingerForCommits()
 		db.writer.Lock()
@@ -271,8 +255,33 @@ func (db *DB) syncThrough(txid uint64, forceFull bool, w *commitChain) error {
 		}
 		db.syncMu.Lock()
 	}
-	db.syncMu.Unlock()
-	return nil
+}
+
+// waitOrLead is the head of the loops of syncThrough and journalThrough,
+// called with syncMu held, which it holds again when it returns: it waits
+// until done holds (nil) or the commit's chain, the latch or Close gives an
+// error, or, when no leader is in flight (*turn false), makes the caller
+// the leader (lead true, *turn set).
+func (db *DB) waitOrLead(w *commitChain, done func() bool, turn *bool) (lead bool, err error) {
+	for {
+		switch {
+		case w != nil && w.err != nil:
+			return false, w.err
+		case done():
+			return false, nil
+		}
+		if err := db.latchedErr(); err != nil {
+			return false, err
+		}
+		if db.isClosed() {
+			return false, ErrDatabaseNotOpen
+		}
+		if !*turn {
+			*turn = true
+			return true, nil
+		}
+		db.syncCond.Wait()
+	}
 }
 
 // flushSteady makes the steady state durable with a full flush: in Barrier
