@@ -85,7 +85,7 @@ rivet_commit=$(git -C "$rivet" rev-parse --short HEAD 2>/dev/null || echo unknow
 
 # sizes DIR: apparent and allocated bytes of the stores' files in DIR.
 sizes() {
-	find "$1" -maxdepth 1 -type f \( -name '*.wal' -o -name '*.db' \) -printf '%s %b\n' |
+	find "$1" -maxdepth 1 -type f \( -name '*.wal' -o -name '*.db' -o -name '*.db-journal-*' \) -printf '%s %b\n' |
 		awk '{a += $1; b += $2 * 512} END {printf "%.0f %.0f\n", a, b}'
 }
 
