@@ -238,6 +238,9 @@ type DB struct {
 	// jsaltOpened is the salt of the meta Open opened at (the journal of
 	// the Open before), which this open's salt must differ from.
 	jsaltOpened uint64
+	// openedMetaErrs are why Open found a meta slot invalid (nil where it
+	// decoded), for the salt's digest of the slots as found.
+	openedMetaErrs [2]error
 	jwriting    bool
 	logged      uint64
 	// jpublishing is the txid of the state a journal write in flight will

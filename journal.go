@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -116,27 +115,26 @@ func (db *DB) startJournal(meta *page.Meta) error {
 		db.removeJournal()
 		return nil
 	}
-	base, err := db.metaSlotsDigest()
-	if err != nil {
-		return err
-	}
-	db.jsaltBase, db.jsaltOpened = base, meta.JournalSalt
+	db.jsaltBase, db.jsaltOpened = db.metaSlotsDigest(), meta.JournalSalt
 	return db.replayJournal(meta)
 }
 
-// metaSlotsDigest hashes the bytes of both meta slots as Open found them,
-// the base of this open's journal salt (journalSalt).
-func (db *DB) metaSlotsDigest() ([]byte, error) {
+// metaSlotsDigest hashes both meta slots as Open found them, the base of
+// this open's journal salt (journalSalt): a valid meta by its encoding
+// (the bytes on disk), an invalid one by why it failed, which quotes its
+// checksums. It reads nothing: Open read the metas already.
+func (db *DB) metaSlotsDigest() []byte {
 	h := sha256.New()
 	buf := make([]byte, db.pageSize)
-	for slot := int64(0); slot < 2; slot++ {
-		n, err := db.file.ReadAt(buf, slot*int64(db.pageSize))
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("rivet: reading meta %d for the journal's salt: %w", slot, err)
+	for slot, m := range db.slotMeta {
+		if m != nil {
+			page.EncodeMeta(buf, m)
+			h.Write(buf)
+			continue
 		}
-		h.Write(buf[:n])
+		fmt.Fprintf(h, "slot %d invalid: %v", slot, db.openedMetaErrs[slot])
 	}
-	return h.Sum(nil), nil
+	return h.Sum(nil)
 }
 
 // journalSalt returns the salt of the sync point m, which makes records

@@ -215,6 +215,7 @@ func (db *DB) load(fs vfs.FS) error {
 	db.noteDamagedMeta(metas, errs, slot, &rec)
 	db.recovered = rec
 	db.slotMeta = metas
+	db.openedMetaErrs = errs
 	return db.start(meta, slot)
 }
 
