@@ -407,15 +407,19 @@ func (db *DB) writeCleanMeta() error {
 	db.syncMu.Lock()
 	busy := db.syncing
 	durable, slot := db.durable, 1-db.durableSlot
+	// The steady meta as it is on disk: the published state may be the same
+	// transaction published by a journal write, whose meta carries no
+	// free-space fields (selector, delta, free count) to copy.
+	steady := db.slotMeta[db.durableSlot]
 	db.syncMu.Unlock()
 	published := db.readers.Current()
-	if busy || db.head.Txid != durable || published.Txid != durable || published.Steady == published.Txid {
+	if busy || steady == nil || steady.Txid != durable || db.head.Txid != durable || published.Txid != durable || steady.Steady == steady.Txid {
 		return nil
 	}
-	meta := *published
+	meta := *steady
 	meta.Txid++
 	meta.Steady = meta.Txid
-	meta.Changed = make([]byte, len(published.Changed))
+	meta.Changed = make([]byte, len(steady.Changed))
 	meta.JournalSalt = db.jsalt
 	buf := make([]byte, db.pageSize)
 	page.EncodeMeta(buf, &meta)
