@@ -241,8 +241,8 @@ type DB struct {
 	// openedMetaErrs are why Open found a meta slot invalid (nil where it
 	// decoded), for the salt's digest of the slots as found.
 	openedMetaErrs [2]error
-	jwriting    bool
-	logged      uint64
+	jwriting       bool
+	logged         uint64
 	// jpublishing is the txid of the state a journal write in flight will
 	// publish (0: none), held against page reuse (beginRW).
 	jpublishing atomic.Uint64
