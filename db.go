@@ -504,7 +504,10 @@ func (db *DB) beginRW() (*Tx, error) {
 	db.syncMu.Unlock()
 	view := db.pager.Acquire()
 	tx := newTx(db, db.head, view, true)
-	tx.journaling = db.jready.Load() && !db.joff.Load()
+	// Under NoSync the commit leaves no record (queueJournal), so none is
+	// built; if NoSync is cleared inside the transaction, it commits by a
+	// sync point of the file instead.
+	tx.journaling = db.jready.Load() && !db.joff.Load() && !db.noSync.Load()
 	db.spaceMu.Lock()
 	db.space.Release(steady, oldest)
 	db.space.ReleaseYoung(snaps)

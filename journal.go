@@ -73,7 +73,6 @@ type journalJob struct {
 	w       *journal.Writer
 	txid    uint64     // the newest transaction it holds
 	meta    *page.Meta // the state readers see once it is durable
-	barrier uint64     // a commit without a record that must be durable first
 	records int
 }
 
@@ -404,6 +403,9 @@ func (db *DB) writeJournal() (*journalJob, error) {
 		return nil, nil
 	}
 	if db.jbarrier > durable {
+		// Invariant: a journal write is made only when every commit
+		// without a record before its records is durable, so its flush
+		// alone acknowledges them.
 		return nil, errJournalBarrier
 	}
 	if err := db.switchJournal(); err != nil {
@@ -432,7 +434,7 @@ func (db *DB) writeJournal() (*journalJob, error) {
 	db.journalBytes.Add(db.jw.End() - end)
 	last := entries[len(entries)-1].txid
 	db.jlast[db.jactive] = last
-	job := &journalJob{w: db.jw, txid: last, meta: db.head, barrier: db.jbarrier, records: len(entries)}
+	job := &journalJob{w: db.jw, txid: last, meta: db.head, records: len(entries)}
 	db.jpublishing.Store(db.head.Txid)
 	db.sealSynced()
 	return job, nil
@@ -494,13 +496,6 @@ func (db *DB) finishJournal(job *journalJob) error {
 		return db.latch(err)
 	}
 	db.lastFlushNs.Store(int64(time.Since(start)))
-	if job.barrier > 0 {
-		// A commit before these had no record: the journal does not
-		// make them durable until a sync point covers it.
-		if err := db.syncThrough(job.barrier, false, nil); err != nil {
-			return err
-		}
-	}
 	db.syncMu.Lock()
 	db.logged = max(db.logged, job.txid)
 	db.syncMu.Unlock()

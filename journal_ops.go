@@ -88,7 +88,7 @@ func applyJournalRecord(tx *Tx, txid uint64, payload []byte) error {
 	err := journal.DecodeOps(payload, func(op *journal.Op) error {
 		n++
 		if err := applyOp(tx, op); err != nil {
-			return &rerrors.CorruptError{Reason: fmt.Sprintf("journal record of transaction %d, op %d (%s): %v", txid, n, opName(op.Kind), err)}
+			return &rerrors.CorruptError{Reason: fmt.Sprintf("journal record of transaction %d, op %d (%s): %v", txid, n, op.Kind, err)}
 		}
 		return nil
 	})
@@ -135,22 +135,4 @@ func bucketAt(tx *Tx, path [][]byte) (*Bucket, error) {
 		}
 	}
 	return b, nil
-}
-
-func opName(k journal.OpKind) string {
-	switch k {
-	case journal.OpPut:
-		return "put"
-	case journal.OpDelete:
-		return "delete"
-	case journal.OpCreateBucket:
-		return "create bucket"
-	case journal.OpDeleteBucket:
-		return "delete bucket"
-	case journal.OpMoveBucket:
-		return "move bucket"
-	case journal.OpSetSequence:
-		return "set sequence"
-	}
-	return "unknown"
 }

@@ -62,27 +62,15 @@ func journalPuts(t *testing.T, db *DB, from, n int) {
 // not flushed since the first commit) are all there after a power loss
 // that keeps none of the file's unflushed writes.
 func TestJournalReplay(t *testing.T) {
-	cfs := vfs.NewCrashable()
-	db, err := openFS(cfs, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfs, db := crashableDB(t, 1024)
 	journalPuts(t, db, 0, 200)
 	st := db.Stats()
 	if st.JournalWrites < 190 || st.JournalRecords < 190 {
 		t.Fatalf("%d journal writes holding %d records for 200 commits, want nearly all", st.JournalWrites, st.JournalRecords)
 	}
-	want, err := dumpDB(db)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for name, img := range map[string]*vfs.CrashFS{"nothing kept": cfs.CrashKeepNone(), "everything kept": cfs.CrashKeepAll()} {
-		got := reopenDump(t, img, "/db")
-		if !sameDump(got.dump, want) {
-			t.Errorf("%s: after the crash the file holds other contents\n%s", name, describeDiff(got.dump, want))
-		}
-		if got.rec.JournalRecords == 0 {
-			t.Errorf("%s: recovery applied no journal record (%+v)", name, got.rec)
+		if rec := recoversTo(t, db, img, name); rec.JournalRecords == 0 {
+			t.Errorf("%s: recovery applied no journal record (%+v)", name, rec)
 		}
 	}
 	if err := db.Close(); err != nil {
@@ -93,6 +81,32 @@ func TestJournalReplay(t *testing.T) {
 			t.Errorf("journal file %d after Close: %v, want it removed", i, err)
 		}
 	}
+}
+
+// crashableDB opens a DB of page size ps on a fresh crash-simulating FS.
+func crashableDB(t *testing.T, ps int) (*vfs.CrashFS, *DB) {
+	t.Helper()
+	cfs := vfs.NewCrashable()
+	db, err := openFS(cfs, "/db", 0o600, &Options{PageSize: ps, InitialMmapSize: memMapSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfs, db
+}
+
+// recoversTo reopens the crash image img and fails the test unless it
+// holds exactly what db holds now; it returns what recovery reported.
+func recoversTo(t *testing.T, db *DB, img vfs.FS, what string) Recovery {
+	t.Helper()
+	want, err := dumpDB(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := reopenDump(t, img, "/db")
+	if !sameDump(got.dump, want) {
+		t.Errorf("%s: the reopened file holds other contents\n%s", what, describeDiff(got.dump, want))
+	}
+	return got.rec
 }
 
 type reopened struct {
@@ -121,12 +135,7 @@ func reopenDump(t *testing.T, fs vfs.FS, path string) reopened {
 // recovers every acknowledged commit from the last checkpoint plus both
 // files.
 func TestJournalSwitchesFiles(t *testing.T) {
-	cfs := vfs.NewCrashable()
-	counts := vfs.NewCounting(cfs)
-	db, err := openFS(counts, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfs, db := crashableDB(t, 1024)
 	db.jswitchBytes = 8 << 10
 	journalPuts(t, db, 0, 300)
 	st := db.Stats()
@@ -137,14 +146,7 @@ func TestJournalSwitchesFiles(t *testing.T) {
 	if st.Flushes < 5 {
 		t.Fatalf("%d flushes of the file over %d journal bytes: checkpoints did not run", st.Flushes, st.JournalBytes)
 	}
-	want, err := dumpDB(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := reopenDump(t, cfs.CrashKeepNone(), "/db")
-	if !sameDump(got.dump, want) {
-		t.Fatalf("after the crash the file holds other contents\n%s", describeDiff(got.dump, want))
-	}
+	recoversTo(t, db, cfs.CrashKeepNone(), "after the crash")
 	// Both files were used in this Open (the salt of the open's metas).
 	for i := 0; i < 2; i++ {
 		f, err := cfs.OpenFile(journalPath("/db", i), os.O_RDONLY, 0)
@@ -166,11 +168,7 @@ func TestJournalSwitchesFiles(t *testing.T) {
 // by a sync point of the file, and the journaled commits after it are
 // recovered on top of it.
 func TestJournalNotLogged(t *testing.T) {
-	cfs := vfs.NewCrashable()
-	db, err := openFS(cfs, "/db", 0o600, &Options{PageSize: 4096, InitialMmapSize: memMapSize})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfs, db := crashableDB(t, 4096)
 	journalPuts(t, db, 0, 20)
 	before := db.Stats()
 	if err := db.Update(func(tx *Tx) error {
@@ -187,16 +185,8 @@ func TestJournalNotLogged(t *testing.T) {
 		t.Fatalf("the large commit: %d journal records, %d flushes of the file; want none and a sync point", d.JournalRecords, d.Flushes)
 	}
 	journalPuts(t, db, 20, 20)
-	want, err := dumpDB(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := reopenDump(t, cfs.CrashKeepNone(), "/db")
-	if !sameDump(got.dump, want) {
-		t.Fatalf("after the crash the file holds other contents\n%s", describeDiff(got.dump, want))
-	}
-	if got.rec.JournalRecords < 15 {
-		t.Errorf("recovery applied %d records, want the commits after the large one", got.rec.JournalRecords)
+	if rec := recoversTo(t, db, cfs.CrashKeepNone(), "after the crash"); rec.JournalRecords < 15 {
+		t.Errorf("recovery applied %d records, want the commits after the large one", rec.JournalRecords)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -207,11 +197,7 @@ func TestJournalNotLogged(t *testing.T) {
 // commits beyond it refuses with ErrJournalPending; a writable Open applies
 // them, and the read-only Open then succeeds with everything.
 func TestJournalReadOnlyOpen(t *testing.T) {
-	cfs := vfs.NewCrashable()
-	db, err := openFS(cfs, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfs, db := crashableDB(t, 1024)
 	journalPuts(t, db, 0, 30)
 	want, err := dumpDB(db)
 	if err != nil {
@@ -255,20 +241,12 @@ func TestJournalReadOnlyOpen(t *testing.T) {
 // txids (a journal left from an earlier Open after a sync point covered
 // it, or put beside the wrong file).
 func TestJournalOfAnotherOpenIgnored(t *testing.T) {
-	other := vfs.NewCrashable()
-	a, err := openFS(other, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other, a := crashableDB(t, 1024)
 	journalPuts(t, a, 1000, 40)
 	stale := other.CrashKeepNone()
 	_ = a.Close()
 
-	cfs := vfs.NewCrashable()
-	db, err := openFS(cfs, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfs, db := crashableDB(t, 1024)
 	journalPuts(t, db, 0, 5)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
