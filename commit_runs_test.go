@@ -2,6 +2,7 @@ package rivet
 
 import (
 	"encoding/binary"
+	"runtime"
 	"testing"
 )
 
@@ -69,4 +70,43 @@ func TestRunListsReleased(t *testing.T) {
 	empty("rollback")
 	put(10, 100)
 	empty("small commit after a large one")
+}
+
+// TestSparesReused checks that the buffers of written multi-page runs are
+// kept for the next write transaction: a commit that rewrites a leaf of
+// two pages (one 6,000-byte value) allocates far less than the 8 KiB a
+// new buffer for it would take. Compaction steps, which rewrite packed
+// leaves of up to eight pages, depend on it to allocate little.
+func TestSparesReused(t *testing.T) {
+	db := openTestDB(t, &Options{NoSync: true})
+	v := make([]byte, 6000)
+	put := func() {
+		t.Helper()
+		if err := db.Update(func(tx *Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("b"))
+			if err != nil {
+				return err
+			}
+			v[0]++
+			return b.Put([]byte("k"), v)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 10 {
+		put()
+	}
+	if db.spares.Pages() == 0 {
+		t.Fatal("no buffer kept after commits of a two-page leaf")
+	}
+	const commits = 200
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range commits {
+		put()
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / commits; per >= 6<<10 {
+		t.Fatalf("a commit rewriting a two-page leaf allocated %d bytes; a kept buffer would leave well under 6 KiB", per)
+	}
 }

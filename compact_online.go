@@ -365,7 +365,14 @@ func (db *DB) compactPass(ctx context.Context, run *compactRun, pass compactPass
 // third of the time against such writers, and all of it on an idle
 // database. A writer waits for at most the one step that holds the lock
 // when it arrives.
+//
+// It ends by yielding the processor. Compaction runs flat out between its
+// waits, and a goroutine that needs a processor — a writer back from its
+// flush, a reader the scheduler preempted — would otherwise wait for Go's
+// time slice (10 ms) to end, on a machine with as many busy goroutines as
+// processors; yielded, it runs before the next step.
 func (db *DB) yieldToWriters(held time.Duration) {
+	defer runtime.Gosched()
 	deadline := time.Now().Add(min(max(compactYieldShare*held, compactMinYield), compactYield))
 	for time.Now().Before(deadline) {
 		db.syncMu.Lock()

@@ -161,11 +161,11 @@ type DB struct {
 	// holds no references (releaseRuns), so the page buffers of a commit
 	// become garbage as soon as it is written.
 	treeRuns []page.Run
-	// sparePages are page buffers of written runs kept for the next write
-	// transaction's nodes (btree.Env.SparePages), at most maxSparePages;
+	// spares are buffers of written runs kept for the next write
+	// transaction's nodes (btree.Env.Spares), at most maxSparePages pages;
 	// metaBuf is the buffer every sync point encodes its meta into.
-	sparePages [][]byte
-	metaBuf    []byte
+	spares  btree.Spares
+	metaBuf []byte
 	// nodePool lends the writer's materialised nodes their element arrays.
 	nodePool btree.NodePool
 	// writersWaiting counts callers of beginRW waiting for the writer lock
@@ -529,26 +529,23 @@ func (db *DB) endRW(tx *Tx, committed bool) {
 }
 
 // releaseRuns takes back the run lists of the write transaction tx, which
-// is ending, for the next one, keeps up to maxSparePages single-page
+// is ending, for the next one, keeps up to maxSparePages pages of their
 // buffers for reuse, and drops the other references to page buffers: a
 // commit has written them by now, a rollback never will. The caller holds
 // the writer lock.
 func (db *DB) releaseRuns(tx *Tx) {
 	runs := tx.env.Runs
 	tx.env.Runs = nil
-	// Page-sized buffers go back to the spare list for the next write
-	// transaction's nodes: a one-key commit then allocates no page buffer.
-	spare := tx.env.SparePages
-	tx.env.SparePages = nil
+	tx.env.Spares = nil
+	// Buffers of up to btree.MaxSpareRun pages go back to the spares for
+	// the next write transaction: a one-key commit then allocates no page
+	// buffer, nor does a compaction step for the leaves it packs.
 	for _, r := range runs {
-		if len(spare) >= maxSparePages {
+		if db.spares.Pages() >= maxSparePages {
 			break
 		}
-		if len(r.Data) == db.pageSize {
-			spare = append(spare, r.Data)
-		}
+		db.spares.Put(r.Data, db.pageSize, maxSparePages)
 	}
-	db.sparePages = spare
 	clear(runs)
 	db.treeRuns = keepRuns(runs)
 }

@@ -122,7 +122,7 @@ func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {
 		// The writer lock is held: the DB's run list is free until this
 		// transaction ends (DB.releaseRuns).
 		tx.env.Runs = db.treeRuns[:0]
-		tx.env.SparePages, db.sparePages = db.sparePages, nil
+		tx.env.Spares = &db.spares
 		tx.env.Pool = &db.nodePool
 	}
 	st.root = &st.rootStore

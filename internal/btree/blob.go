@@ -174,7 +174,10 @@ func (t *Tree) writeBlob(v []byte) (page.BlobRef, error) {
 		if err != nil {
 			return page.BlobRef{}, err
 		}
-		buf := make([]byte, pages*uint64(ps))
+		buf := t.env.Spares.Get(pages, ps)
+		if buf == nil {
+			buf = make([]byte, pages*uint64(ps))
+		}
 		page.EncodeBlobExtent(buf, ps, id, t.env.Txid, next, payload)
 		t.env.Runs = append(t.env.Runs, page.Run{ID: id, Data: buf})
 		if err := t.env.writeEarly(len(buf)); err != nil {

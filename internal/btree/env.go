@@ -82,11 +82,10 @@ type Env struct {
 	// Pool, if not nil, lends materialised nodes their element arrays
 	// (write transactions; the DB keeps one for its writer).
 	Pool *NodePool
-	// SparePages holds page-sized buffers that Spill may encode
-	// single-page nodes into instead of allocating new ones; the DB refills
-	// it with the buffers of runs it has written. Every node encoder
-	// overwrites the whole buffer, so nothing of a buffer's last use leaks.
-	SparePages [][]byte
+	// Spares, if not nil, holds buffers that Spill encodes nodes and blob
+	// extents into instead of allocating new ones; the DB refills it with
+	// the buffers of runs it has written.
+	Spares *Spares
 	// Runs collects the runs spilled by the transaction, to be written at commit.
 	Runs []page.Run
 	// WriteEarly, if set, is handed the runs Spill has encoded, a batch of

@@ -719,12 +719,8 @@ func (t *Tree) write(n *node) (page.Ref, error) {
 	if err != nil {
 		return page.Ref{}, err
 	}
-	var buf []byte
-	if k := len(t.env.SparePages); pages == 1 && k > 0 {
-		buf = t.env.SparePages[k-1]
-		t.env.SparePages[k-1] = nil
-		t.env.SparePages = t.env.SparePages[:k-1]
-	} else {
+	buf := t.env.Spares.Get(pages, ps)
+	if buf == nil {
 		buf = make([]byte, pages*uint64(ps))
 	}
 	if n.leaf {
