@@ -132,6 +132,8 @@ type compactRun struct {
 	phase    string
 	moved    int64 // pages rewritten
 	toMove   int64 // pages rewritten plus pages still to move
+	// lastYield is when yieldProcessor last yielded.
+	lastYield time.Time
 	// unwaited counts the pages rewritten since compaction last waited
 	// for the file's writeback (paceWriteback).
 	unwaited int64
@@ -327,6 +329,7 @@ func (db *DB) compactPass(ctx context.Context, run *compactRun, pass compactPass
 		}
 		run.paceWriteback()
 		db.yieldToWriters(held)
+		run.yieldProcessor()
 		var next *compactPos
 		var err error
 		next, held, err = db.compactStep(run, pass, limit, level, pos)
@@ -365,14 +368,7 @@ func (db *DB) compactPass(ctx context.Context, run *compactRun, pass compactPass
 // third of the time against such writers, and all of it on an idle
 // database. A writer waits for at most the one step that holds the lock
 // when it arrives.
-//
-// It ends by yielding the processor. Compaction runs flat out between its
-// waits, and a goroutine that needs a processor — a writer back from its
-// flush, a reader the scheduler preempted — would otherwise wait for Go's
-// time slice (10 ms) to end, on a machine with as many busy goroutines as
-// processors; yielded, it runs before the next step.
 func (db *DB) yieldToWriters(held time.Duration) {
-	defer runtime.Gosched()
 	deadline := time.Now().Add(min(max(compactYieldShare*held, compactMinYield), compactYield))
 	for time.Now().Before(deadline) {
 		db.syncMu.Lock()
@@ -384,6 +380,26 @@ func (db *DB) yieldToWriters(held time.Duration) {
 		time.Sleep(20 * time.Microsecond)
 	}
 }
+
+// yieldProcessor lets other goroutines run once compaction has run for
+// compactSlice since it last did. Compaction runs flat out between its
+// waits, and a goroutine that needs a processor — a writer back from its
+// flush, a reader the scheduler preempted — would otherwise wait for Go's
+// time slice (10 ms) to end, on a machine with as many busy goroutines as
+// processors. Yielding after every step instead would wait for the other
+// goroutines' turns at every step, which against a writer committing back
+// to back slows compaction more than it helps the writer.
+func (r *compactRun) yieldProcessor() {
+	if time.Since(r.lastYield) < compactSlice {
+		return
+	}
+	runtime.Gosched()
+	r.lastYield = time.Now()
+}
+
+// compactSlice is how long compaction runs before yieldProcessor lets
+// other goroutines have its processor.
+const compactSlice = 500 * time.Microsecond
 
 // Bounds of yieldToWriters' wait: compactYieldShare times the last step's
 // hold of the writer lock, at least compactMinYield and at most
@@ -628,6 +644,7 @@ func (db *DB) truncateTail(run *compactRun, cleanMeta bool) error {
 	var held time.Duration
 	for {
 		db.yieldToWriters(held)
+		run.yieldProcessor()
 		db.writer.Lock()
 		start := time.Now()
 		more, err := db.truncateLocked(0, truncateChunk)
