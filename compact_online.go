@@ -615,9 +615,11 @@ func (db *DB) shrinkTail(run *compactRun) error {
 // the other meta slot as Close does, so that both metas name it.
 //
 // The cut holds the writer lock (no commit may grow the file meanwhile),
-// and cutting a mapped file costs time in proportion to what it drops
-// (about 22 ms for 60 MiB on this machine), so it goes down truncateChunk at a time,
-// letting waiting writers in between: a writer waits for one chunk at most.
+// and cutting a file costs time in proportion to what it drops, so it goes
+// down a chunk at a time, letting waiting writers in between: a writer
+// waits for one chunk at most. The chunk is sized by time, not bytes (see
+// nextTruncateChunk): what a megabyte costs depends on the file system and
+// on what else it is doing.
 func (db *DB) truncateTail(run *compactRun, cleanMeta bool) error {
 	if cleanMeta {
 		db.writer.Lock()
@@ -642,23 +644,46 @@ func (db *DB) truncateTail(run *compactRun, cleanMeta bool) error {
 		}
 	}
 	var held time.Duration
+	chunk := int64(truncateMinChunk)
 	for {
 		db.yieldToWriters(held)
 		run.yieldProcessor()
 		db.writer.Lock()
 		start := time.Now()
-		more, err := db.truncateLocked(0, truncateChunk)
+		more, err := db.truncateLocked(0, chunk)
 		held = time.Since(start)
 		db.writer.Unlock()
 		run.held(held)
 		if err != nil || !more {
 			return err
 		}
+		chunk = nextTruncateChunk(chunk, held)
 	}
 }
 
-// truncateChunk is the most truncateTail cuts under one hold of the writer lock.
-const truncateChunk = 2 << 20
+// nextTruncateChunk sizes truncateTail's next cut from how long the last
+// one, of chunk bytes, held the writer lock: doubled while a cut takes
+// less than half of truncateHold, halved once one takes more, within
+// truncateMinChunk and truncateMaxChunk. Cuts of a fixed small size spent
+// more time yielding between them than cutting; a fixed large one would
+// hold the lock long where cutting is slow.
+func nextTruncateChunk(chunk int64, held time.Duration) int64 {
+	switch {
+	case held < truncateHold/2:
+		chunk *= 2
+	case held > truncateHold:
+		chunk /= 2
+	}
+	return min(max(chunk, truncateMinChunk), truncateMaxChunk)
+}
+
+// Bounds of truncateTail's cuts: the time one aims to hold the writer lock
+// for, and the least and most it cuts at once.
+const (
+	truncateHold     = 2 * time.Millisecond
+	truncateMinChunk = 1 << 20
+	truncateMaxChunk = 64 << 20
+)
 
 // truncateLocked cuts the file to the largest HWM of the newest state, of
 // both metas on disk and of every open reader's snapshot, if that gives

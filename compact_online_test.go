@@ -633,3 +633,25 @@ func TestCompactProgress(t *testing.T) {
 		t.Fatalf("CompactLongestHold %v after %d steps", after.CompactLongestHold, after.CompactSteps-before.CompactSteps)
 	}
 }
+
+// TestNextTruncateChunk pins how truncateTail sizes its cuts by the time
+// the last one held the writer lock.
+func TestNextTruncateChunk(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		chunk int64
+		held  time.Duration
+		want  int64
+	}{
+		{2 * mib, truncateHold / 4, 4 * mib},                       // quick: doubled
+		{2 * mib, truncateHold * 3 / 4, 2 * mib},                   // about right: kept
+		{8 * mib, truncateHold * 2, 4 * mib},                       // slow: halved
+		{truncateMinChunk, truncateHold * 10, truncateMinChunk},    // never below the least
+		{truncateMaxChunk, 0, truncateMaxChunk},                    // never above the most
+		{truncateMaxChunk / 2, time.Microsecond, truncateMaxChunk}, // up to the most
+	} {
+		if got := nextTruncateChunk(c.chunk, c.held); got != c.want {
+			t.Errorf("nextTruncateChunk(%d, %v) = %d, want %d", c.chunk, c.held, got, c.want)
+		}
+	}
+}
