@@ -664,9 +664,9 @@ func (db *DB) truncateTail(run *compactRun, cleanMeta bool) error {
 // nextTruncateChunk sizes truncateTail's next cut from how long the last
 // one, of chunk bytes, held the writer lock: doubled while a cut takes
 // less than half of truncateHold, halved once one takes more, within
-// truncateMinChunk and truncateMaxChunk. Cuts of a fixed small size spent
-// more time yielding between them than cutting; a fixed large one would
-// hold the lock long where cutting is slow.
+// truncateMinChunk and truncateMaxChunk. A fixed small cut would make the
+// phase mostly yields where cutting is cheap; a fixed large one would hold
+// the lock long where cutting is slow.
 func nextTruncateChunk(chunk int64, held time.Duration) int64 {
 	switch {
 	case held < truncateHold/2:
