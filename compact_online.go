@@ -614,23 +614,22 @@ func (db *DB) shrinkTail(run *compactRun) error {
 // cleanMeta, and nothing in flight, it first writes the newest state into
 // the other meta slot as Close does, so that both metas name it.
 //
-// The cut holds the writer lock (no commit may grow the file meanwhile),
-// and cutting a file costs time in proportion to what it drops, so it goes
-// down a chunk at a time, letting waiting writers in between: a writer
-// waits for one chunk at most. The chunk is sized by time, not bytes (see
-// nextTruncateChunk): what a megabyte costs depends on the file system and
-// on what else it is doing.
+// The size is found under the writer lock, and the cut goes on without it:
+// the pager keeps whatever commits write or map after that (BeginCut), so
+// they need not wait for the cut, only for the piece in progress when they
+// write. Cutting a file costs a fixed time per call where the file system
+// discards what it frees, and time in proportion to what it drops
+// everywhere, so the pieces are sized by time (nextTruncateChunk).
 func (db *DB) truncateTail(run *compactRun, cleanMeta bool) error {
+	db.writer.Lock()
 	if cleanMeta {
-		db.writer.Lock()
-		err := db.writeCleanMeta()
+		if err := db.writeCleanMeta(); err != nil {
+			db.writer.Unlock()
+			return err
+		}
 		db.syncMu.Lock()
 		moved := db.head.Txid != db.durable
 		db.syncMu.Unlock()
-		db.writer.Unlock()
-		if err != nil {
-			return err
-		}
 		if moved {
 			// A commit came in after the last sync point, so no clean
 			// meta: a sync point for it puts a state of the shrunk file
@@ -638,21 +637,27 @@ func (db *DB) truncateTail(run *compactRun, cleanMeta bool) error {
 			// holds the HWM from before the shrink. (Without a journal
 			// the writer's own sync points do that soon enough; a
 			// journaled commit writes no meta.)
+			db.writer.Unlock()
 			if err := db.Sync(); err != nil {
 				return err
 			}
+			db.writer.Lock()
 		}
 	}
-	var held time.Duration
-	chunk := int64(truncateMinChunk)
+	to, ok := db.cutSize()
+	if ok {
+		db.pager.BeginCut(to)
+	}
+	db.writer.Unlock()
+	if !ok {
+		return nil
+	}
+	chunk := int64(truncateFirstChunk)
 	for {
-		db.yieldToWriters(held)
 		run.yieldProcessor()
-		db.writer.Lock()
 		start := time.Now()
-		more, err := db.truncateLocked(0, chunk)
-		held = time.Since(start)
-		db.writer.Unlock()
+		more, err := db.pager.Cut(chunk)
+		held := time.Since(start)
 		run.held(held)
 		if err != nil || !more {
 			return err
@@ -661,47 +666,49 @@ func (db *DB) truncateTail(run *compactRun, cleanMeta bool) error {
 	}
 }
 
-// nextTruncateChunk sizes truncateTail's next cut from how long the last
-// one, of chunk bytes, held the writer lock: doubled while a cut takes
-// less than half of truncateHold, halved once one takes more, within
-// truncateMinChunk and truncateMaxChunk. A fixed small cut would make the
-// phase mostly yields where cutting is cheap; a fixed large one would hold
-// the lock long where cutting is slow.
+// nextTruncateChunk sizes truncateTail's next piece from how long the
+// last one, of chunk bytes, took: doubled while a piece takes less than
+// truncateHold, halved once one takes more than twice that, within
+// truncateMinChunk and truncateMaxChunk. A piece's time has a part that
+// does not depend on its size (a discard waiting behind the device's other
+// writes), so a rule that halved whenever a piece took longer than the
+// target would cut a megabyte at a time where every piece costs the same;
+// one that never halved would hold the file's writes long where a
+// megabyte costs much.
 func nextTruncateChunk(chunk int64, held time.Duration) int64 {
 	switch {
-	case held < truncateHold/2:
+	case held < truncateHold:
 		chunk *= 2
-	case held > truncateHold:
+	case held > 2*truncateHold:
 		chunk /= 2
 	}
 	return min(max(chunk, truncateMinChunk), truncateMaxChunk)
 }
 
-// Bounds of truncateTail's cuts: the time one aims to hold the writer lock
-// for, and the least and most it cuts at once.
+// Bounds of truncateTail's pieces: the time one aims to take, and the
+// first, least and most it cuts at once.
 const (
-	truncateHold     = 2 * time.Millisecond
-	truncateMinChunk = 1 << 20
-	truncateMaxChunk = 64 << 20
+	truncateHold       = 8 * time.Millisecond
+	truncateFirstChunk = 16 << 20
+	truncateMinChunk   = 1 << 20
+	truncateMaxChunk   = 256 << 20
 )
 
-// truncateLocked cuts the file to the largest HWM of the newest state, of
-// both metas on disk and of every open reader's snapshot, if that gives
-// back more than minExcess bytes, and by at most chunk bytes (0: no bound);
-// more reports that it stopped short of the cut for the chunk. The caller
-// holds the writer lock, so no commit grows the file meanwhile. A meta slot
-// whose HWM is unknown (it did not decode at Open, or is being written)
-// stops it.
-func (db *DB) truncateLocked(minExcess, chunk int64) (more bool, err error) {
+// cutSize returns the size the file may be cut to: the largest HWM of the
+// newest state, of both metas on disk and of every open reader's
+// snapshot. ok is false when a meta slot's HWM is unknown (it did not
+// decode at Open, or is being written), or the file must not be cut here.
+// The caller holds the writer lock, so no commit grows the HWM meanwhile.
+func (db *DB) cutSize() (size int64, ok bool) {
 	if runtime.GOOS == "windows" || db.readOnly {
 		// Windows refuses to truncate a file below a mapped view.
-		return false, nil
+		return 0, false
 	}
 	db.syncMu.Lock()
 	slots := db.slotMeta
 	db.syncMu.Unlock()
 	if slots[0] == nil || slots[1] == nil {
-		return false, nil
+		return 0, false
 	}
 	cut := max(slots[0].HWM, slots[1].HWM)
 	cut = max(cut, db.head.HWM)
@@ -715,19 +722,25 @@ func (db *DB) truncateLocked(minExcess, chunk int64) (more bool, err error) {
 	}
 	clear(held)
 	db.heldBuf = held[:0]
+	return int64(cut) * int64(db.pageSize), true
+}
+
+// truncateSlack cuts the file to cutSize in one call if it is longer by
+// more than truncateExcess. The caller holds the writer lock, or is Open
+// or Close with nothing else running.
+func (db *DB) truncateSlack() error {
+	to, ok := db.cutSize()
+	if !ok {
+		return nil
+	}
 	size, err := db.file.Size()
 	if err != nil {
-		return false, err
+		return err
 	}
-	to := int64(cut) * int64(db.pageSize)
-	if size-to <= minExcess {
-		return false, nil
+	if size-to <= truncateExcess(size) {
+		return nil
 	}
-	if chunk > 0 && size-to > chunk {
-		to, more = size-chunk, true
-		to -= to % int64(db.pageSize)
-	}
-	return more, db.pager.Truncate(to)
+	return db.pager.Truncate(to)
 }
 
 // truncateExcess is the slack Close and Open leave alone: growth steps are

@@ -634,8 +634,8 @@ func TestCompactProgress(t *testing.T) {
 	}
 }
 
-// TestNextTruncateChunk pins how truncateTail sizes its cuts by the time
-// the last one held the writer lock.
+// TestNextTruncateChunk pins how truncateTail sizes its pieces by the time
+// the last one took.
 func TestNextTruncateChunk(t *testing.T) {
 	const mib = 1 << 20
 	for _, c := range []struct {
@@ -644,8 +644,8 @@ func TestNextTruncateChunk(t *testing.T) {
 		want  int64
 	}{
 		{2 * mib, truncateHold / 4, 4 * mib},                       // quick: doubled
-		{2 * mib, truncateHold * 3 / 4, 2 * mib},                   // about right: kept
-		{8 * mib, truncateHold * 2, 4 * mib},                       // slow: halved
+		{2 * mib, truncateHold * 3 / 2, 2 * mib},                   // about right: kept
+		{8 * mib, truncateHold * 3, 4 * mib},                       // slow: halved
 		{truncateMinChunk, truncateHold * 10, truncateMinChunk},    // never below the least
 		{truncateMaxChunk, 0, truncateMaxChunk},                    // never above the most
 		{truncateMaxChunk / 2, time.Microsecond, truncateMaxChunk}, // up to the most

@@ -719,9 +719,7 @@ func (db *DB) Close() error {
 		// Both metas name the newest state now (writeCleanMeta) and no
 		// reader is left: a tail that Compact freed, or that growth left
 		// unused beyond the usual slack, goes back to the file system.
-		if size, err := db.file.Size(); err == nil {
-			_, first = db.truncateLocked(truncateExcess(size), 0)
-		}
+		first = db.truncateSlack()
 	}
 	if db.bolt != nil {
 		db.bolt.close()

@@ -264,10 +264,8 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 		// A tail that no meta on disk reaches (a Compact whose cut had to
 		// wait, growth slack far beyond the usual) goes back now: nothing
 		// else runs yet.
-		if size, err := db.file.Size(); err == nil {
-			if _, err := db.truncateLocked(truncateExcess(size), 0); err != nil {
-				return err
-			}
+		if err := db.truncateSlack(); err != nil {
+			return err
 		}
 	}
 	// Last, so that a failure above leaves no view held.

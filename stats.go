@@ -63,9 +63,9 @@ type Stats struct {
 	// CompactPagesRewritten counts the pages compaction steps rewrote:
 	// moved below the target or packed.
 	CompactPagesRewritten int64
-	// CompactLongestHold is the longest compaction has held the writer
-	// lock at once since Open (a step, lowering the high-water mark, or
-	// cutting a piece of the file): the longest a writer waited for it.
+	// CompactLongestHold is the longest compaction has held a writer off
+	// at once since Open: the writer lock (a step, lowering the high-water
+	// mark) or the file's writes (cutting a piece of the file).
 	CompactLongestHold time.Duration
 	// Compacting is set while a compaction runs; CompactPhase,
 	// CompactBytesMoved and CompactBytesToMove are then its progress

@@ -149,6 +149,14 @@ type Pager struct {
 	// Sends and the close happen under wmu, after checking closed.
 	wbRanges chan [2]int64
 	wbDone   chan struct{}
+
+	// cutting is set from BeginCut until Cut reaches cutFloor. cutFloor is
+	// the size Cut may not go below: BeginCut's, raised by every grow since.
+	// Invariant: while cutting, cutFloor >= the end of every run written and
+	// of every HWM mapped since BeginCut (WriteRuns and EnsureMapped grow
+	// the file to cover them first). Both are guarded by wmu.
+	cutting  bool
+	cutFloor int64
 }
 
 // Open returns a Pager for f. It reads nothing from the file. The Pager does
@@ -514,6 +522,9 @@ func (p *Pager) grow(need int64) error {
 	if p.readOnly {
 		return rerrors.ErrDatabaseReadOnly
 	}
+	if p.cutting {
+		p.cutFloor = max(p.cutFloor, need)
+	}
 	size, err := p.fileSize(need)
 	if err != nil {
 		return err
@@ -570,21 +581,82 @@ func (p *Pager) SetMaxSize(size int64) {
 // Truncate cuts the file to size bytes if it is longer, so that pages past
 // size are given back to the file system. The caller guarantees that no
 // state that can still be read or recovered reaches past size (docs/design.md
-// §4.1): mappings may stay longer than the file, and nothing reads them past
-// its end. It runs under the write lock, so no growth races it.
+// §4.1), and holds off every write that could grow the file meanwhile:
+// mappings may stay longer than the file, and nothing reads them past its
+// end.
 func (p *Pager) Truncate(size int64) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
+	if err := p.writable(); err != nil {
+		return err
+	}
+	cur, err := p.f.Size()
+	if err != nil {
+		return err
+	}
+	return p.truncate(cur, size)
+}
+
+// BeginCut starts cutting the file down to size bytes, a piece per Cut,
+// while writes go on between the pieces. The caller guarantees, as for
+// Truncate, that nothing that can be read or recovered reaches past size
+// when it calls BeginCut, with every write that could grow the file held
+// off until it returns; after that the pager keeps what is written or
+// mapped: Cut never goes below the end of a run WriteRuns wrote or of a
+// high-water mark EnsureMapped mapped since.
+func (p *Pager) BeginCut(size int64) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	p.cutting = true
+	p.cutFloor = size
+}
+
+// Cut cuts at most chunk bytes (a positive number) off the file toward
+// the size BeginCut set, raised by what was written or mapped since; more
+// reports that the file is still longer than that. Once Cut returns with
+// more false, the cut is over: a later one needs BeginCut again. Writes
+// wait for a Cut in progress, here and in the kernel, which serialises
+// them (and page faults on the mapping) with the file's size change.
+func (p *Pager) Cut(chunk int64) (more bool, err error) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if err := p.writable(); err != nil {
+		return false, err
+	}
+	if !p.cutting {
+		return false, nil
+	}
+	cur, err := p.f.Size()
+	if err != nil {
+		return false, err
+	}
+	to := p.cutFloor
+	if cur-to > chunk {
+		to = max(cur-chunk-(cur-chunk)%p.ps, p.cutFloor)
+		more = true
+	}
+	if err := p.truncate(cur, to); err != nil {
+		return false, err
+	}
+	p.cutting = more
+	return more, nil
+}
+
+// writable returns why the pager cannot change the file, if it cannot.
+// The caller holds wmu.
+func (p *Pager) writable() error {
 	if p.closed.Load() {
 		return ErrClosed
 	}
 	if p.readOnly {
 		return rerrors.ErrDatabaseReadOnly
 	}
-	cur, err := p.f.Size()
-	if err != nil {
-		return err
-	}
+	return nil
+}
+
+// truncate cuts the file, cur bytes long, to size bytes if that is
+// shorter. The caller holds wmu.
+func (p *Pager) truncate(cur, size int64) error {
 	if size >= cur {
 		return nil
 	}

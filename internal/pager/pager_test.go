@@ -967,3 +967,69 @@ func TestDefaultReserveOnOS(t *testing.T) {
 		t.Fatalf("file size %d after one more page, want no growth", size)
 	}
 }
+
+// TestCutKeepsLaterWrites: a cut begun at one size goes down a piece per
+// Cut, and never below a run written or a high-water mark mapped after it
+// began, which is what lets it run without holding off the writers.
+func TestCutKeepsLaterWrites(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := b.open(t, identity)
+		p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 16 * ps, GrowSize: 64 * ps})
+		size := func() int64 {
+			t.Helper()
+			s, err := f.Size()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s / ps
+		}
+		if err := p.WriteRuns([]page.Run{{ID: 0, Data: pageBytes(0, 4, 1)}, {ID: 100, Data: pageBytes(100, 1, 1)}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := size(); got < 101 {
+			t.Fatalf("file of %d pages after writing page 100", got)
+		}
+		start := size()
+		if more, err := p.Cut(ps); err != nil || more || size() != start {
+			t.Fatalf("Cut before BeginCut: more %v, err %v, %d pages (was %d)", more, err, size(), start)
+		}
+		p.BeginCut(8 * ps)
+		more, err := p.Cut(10 * ps)
+		if err != nil || !more || size() != start-10 {
+			t.Fatalf("first piece: more %v, err %v, %d pages, want %d", more, err, size(), start-10)
+		}
+		// A commit writes page 40 and maps a state of 50 pages: the cut
+		// stops at 50, not 8.
+		if err := p.WriteRuns([]page.Run{{ID: 40, Data: pageBytes(40, 1, 2)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.EnsureMapped(50); err != nil {
+			t.Fatal(err)
+		}
+		pieces := 1
+		for more {
+			if more, err = p.Cut(10 * ps); err != nil {
+				t.Fatal(err)
+			}
+			pieces++
+			if pieces > 100 {
+				t.Fatal("the cut does not end")
+			}
+		}
+		if got := size(); got != 50 {
+			t.Fatalf("cut ended at %d pages, want 50", got)
+		}
+		got, err := p.ReadPages(40, 1)
+		if err != nil || !bytes.Equal(got, pageBytes(40, 1, 2)) {
+			t.Fatalf("page 40 after the cut: %v", err)
+		}
+		// The cut is over: Cut changes nothing until the next BeginCut.
+		if more, err := p.Cut(10 * ps); err != nil || more || size() != 50 {
+			t.Fatalf("Cut after the end: more %v, err %v, %d pages", more, err, size())
+		}
+		p.BeginCut(8 * ps)
+		if more, err := p.Cut(100 * ps); err != nil || more || size() != 8 {
+			t.Fatalf("second cut: more %v, err %v, %d pages, want 8", more, err, size())
+		}
+	})
+}
