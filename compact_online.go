@@ -146,8 +146,9 @@ type compactRun struct {
 // the file's dirty pages to reach storage: a compaction moving gigabytes
 // would otherwise leave them all dirty, for the kernel to throttle some
 // later write on (perhaps one holding the writer lock) and for the
-// writers' flushes to wait on.
-const compactWritebackBytes = 4 << 20
+// writers' flushes to wait on. It is small because a writer's flush also
+// waits for whatever compaction has in the device's queue when it comes.
+const compactWritebackBytes = 1 << 20
 
 // paceWriteback waits, outside the writer lock, for the file's writeback
 // once compaction has written compactWritebackBytes since the last wait.
