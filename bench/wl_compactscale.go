@@ -202,6 +202,7 @@ func runCompactionScale(ctx context.Context, env *Env) error {
 		during, wall, steps, pages, rightAfter, err = compactUnderTraffic(ctx, env, name, db, ks)
 	} else {
 		start := time.Now()
+		steal := startStealMeter()
 		var st DefragStats
 		var fresh DB
 		fresh, st, err = defragger.DefragEtcd(db, etcdTxnOps)
@@ -215,6 +216,7 @@ func runCompactionScale(ctx context.Context, env *Env) error {
 		// for the whole defragmentation: the writer's next commit and the
 		// reader's next Get each wait for all of it.
 		during = blockedLoad(wall)
+		steal.stop(&during)
 		env.Note("writer and reader are stopped during the defragmentation, as in etcd: their rates during it are 0, and the one commit and Get that wait for it take its wall time")
 	}
 	p.Add(1)
@@ -224,6 +226,9 @@ func runCompactionScale(ctx context.Context, env *Env) error {
 	}
 	env.Scalar("compaction wall time", UnitDuration, Lower, float64(wall))
 	during.record(env, "during (bbolt: stopped)")
+	if during.stolen > 0 {
+		env.Note(fmt.Sprintf("the hypervisor took %v of CPU time from this machine during compaction (steal): it stops every virtual CPU, the reader's and writer's included, for as long as it takes them, so their longest waits may be the machine's, not the engine's", during.stolen))
+	}
 	ratio := func(figure string, b Better, d, x float64) {
 		env.Scalar(figure+", during ÷ before", UnitCount, b, d/x)
 	}
@@ -353,6 +358,32 @@ type etcdLoad struct {
 	// made nothing during it, and their one sample each is the wait for
 	// all of it.
 	stopped bool
+	// stolen is the CPU time the hypervisor took from the machine while
+	// the load ran (stolenCPU); stolenKnown is false where that is not
+	// reported.
+	stolen      time.Duration
+	stolenKnown bool
+}
+
+// stealMeter measures the CPU time the hypervisor takes between its start
+// and the call of stop.
+type stealMeter struct {
+	start time.Duration
+	ok    bool
+}
+
+func startStealMeter() stealMeter {
+	s, ok := stolenCPU()
+	return stealMeter{start: s, ok: ok}
+}
+
+// stop stores what was stolen since start in l.
+func (m stealMeter) stop(l *etcdLoad) {
+	end, ok := stolenCPU()
+	if !m.ok || !ok {
+		return
+	}
+	l.stolen, l.stolenKnown = max(end-m.start, 0), true
 }
 
 // blockedLoad returns the load of writer and reader that wait for all of
@@ -383,6 +414,9 @@ func (l *etcdLoad) record(env *Env, prefix string) {
 	env.Scalar(prefix+": reader Gets/s", UnitRate, Higher, l.readRate())
 	env.Scalar(prefix+": reader Gets", UnitCount, Neither, float64(l.done(&l.reads)))
 	l.reads.record(env, prefix+": reader Get")
+	if l.stolenKnown {
+		env.Scalar(prefix+": CPU time stolen by the hypervisor (all CPUs)", UnitDuration, Neither, float64(l.stolen))
+	}
 }
 
 // etcdTraffic runs fn while one goroutine commits new revisions back to
@@ -407,6 +441,7 @@ func etcdTraffic(ctx context.Context, env *Env, db DB, ks *etcdKeyspace, fn func
 	var wg sync.WaitGroup
 	var werr, rerr error
 	start := time.Now()
+	steal := startStealMeter()
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -449,6 +484,7 @@ func etcdTraffic(ctx context.Context, env *Env, db DB, ks *etcdKeyspace, fn func
 	close(stop)
 	wg.Wait()
 	out.elapsed = time.Since(start)
+	steal.stop(&out)
 	return out, errors.Join(err, werr, rerr)
 }
 
