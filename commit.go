@@ -197,12 +197,22 @@ func (tx *Tx) commit() (committed, error) {
 	lead := syncs && !viaJournal && lone && db.claimSync()
 	if !lead {
 		write := db.pager.WriteRuns
-		if tx.lazy {
+		switch {
+		case tx.lazy:
 			// A later flush covers a compaction step: start sending its
 			// pages to storage now, so that flush finds less to write.
 			write = db.pager.WriteRunsAndStart
+		case viaJournal || !syncs:
+			// Nothing reads these pages from the file before the next
+			// sync point: the journal, or nothing (Periodic, None),
+			// carries the commit to it. They wait in memory, where
+			// readers find them, and the sync point writes the ones
+			// still in use (docs/design.md §3.9).
+			write = db.pager.Defer
+			tx.deferred = true
 		}
 		if err := write(runs); err != nil {
+			tx.deferred = false
 			return committed{}, fmt.Errorf("rivet: writing commit %d: %w", tx.txid, err)
 		}
 	}
@@ -296,12 +306,14 @@ func (tx *Tx) commit() (committed, error) {
 		if c.wait == waitJournal {
 			soft = journalPendingLimit(stats)
 		}
+		// Deferred pages wait for the same sync point, in memory.
+		pending := max(stats.PendingPages, uint64(db.pager.DeferredPages()))
 		switch {
-		case stats.PendingPages > 2*soft && c.wait == waitJournal:
+		case pending > 2*soft && c.wait == waitJournal:
 			c.syncAfter = true
-		case stats.PendingPages > 2*soft:
+		case pending > 2*soft:
 			c.wait = waitDurable
-		case stats.PendingPages > soft:
+		case pending > soft:
 			db.startBackgroundSync(tx.txid)
 		}
 	}

@@ -539,9 +539,11 @@ func (db *DB) releaseRuns(tx *Tx) {
 	tx.env.Spares = nil
 	// Buffers of up to btree.MaxSpareRun pages go back to the spares for
 	// the next write transaction: a one-key commit then allocates no page
-	// buffer, nor does a compaction step for the leaves it packs.
+	// buffer, nor does a compaction step for the leaves it packs. Deferred
+	// runs' buffers belong to the pager's dirty table, where readers may
+	// be reading them.
 	for _, r := range runs {
-		if db.spares.Pages() >= maxSparePages {
+		if tx.deferred || db.spares.Pages() >= maxSparePages {
 			break
 		}
 		db.spares.Put(r.Data, db.pageSize, maxSparePages)

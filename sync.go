@@ -90,6 +90,11 @@ func (db *DB) prepareSync(kind vfs.SyncKind, extra []page.Run) (*syncJob, error)
 	db.syncMu.Lock()
 	steady, slot := db.durable, 1-db.durableSlot
 	db.syncMu.Unlock()
+	// The pages commits deferred go to the file before the meta that
+	// names them (the flush below covers both).
+	if err := db.pager.WriteDeferred(); err != nil {
+		return nil, db.abortSync(nil, err)
+	}
 	if head.Txid == steady {
 		if len(extra) > 0 {
 			if err := db.pager.WriteRuns(extra); err != nil {

@@ -1,0 +1,236 @@
+// Package dirty holds the pages that commits have made and the file does
+// not have yet: the pager's write-back table (docs/design.md §3.9).
+// Readers look a page up here before they read it from the memory map; the
+// next sync point writes the table's pages to the file and empties it.
+//
+// One goroutine at a time changes a Table (the pager serialises its
+// writers); Run may be called from any goroutine at any time.
+package dirty
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/rivetkv/rivet/internal/page"
+)
+
+// Table maps page ids to the bytes a commit made for them.
+//
+// Invariant: an entry's bytes are never changed once it is stored; an
+// entry is replaced (a newer commit made the page again) or removed (the
+// file has the page's bytes, or the page is free), never edited. So a
+// reader that loaded an entry may keep using its bytes however the table
+// changes, and a reader that finds no entry for a page reads it from the
+// file, which by then holds what the entry held.
+type Table struct {
+	pageSize int
+	// chunks[i] holds the entries of pages [i<<chunkShift, (i+1)<<chunkShift).
+	// The slice is replaced, never changed in place, when it grows.
+	chunks atomic.Pointer[[]atomic.Pointer[chunk]]
+	pages  atomic.Int64 // entries stored
+	// runs are the runs stored since the last Flush, in order: what Flush
+	// writes, for the pages whose entry is still theirs.
+	runs []stored
+}
+
+// chunkShift sizes the chunks: 1,024 entries, 8 KiB of pointers, cover
+// 4 MiB of a file of 4 KiB pages, so a table over a few scattered pages of
+// a large file stays small.
+const chunkShift = 10
+
+type chunk [1 << chunkShift]atomic.Pointer[entry]
+
+// entry is one page's bytes: from the page to the end of the run it
+// belongs to, so that a node or blob extent spanning several pages is
+// read from its first page's entry.
+type entry struct {
+	data []byte
+}
+
+// stored is one run as Put stored it.
+type stored struct {
+	id      page.ID
+	data    []byte
+	entries []entry // entries[i] is page id+i's
+}
+
+// New returns an empty table for pages of pageSize bytes.
+func New(pageSize int) *Table {
+	return &Table{pageSize: pageSize}
+}
+
+// Run returns the bytes stored for page id, from that page to the end of
+// its run, or nil if the table has none. It takes no lock.
+func (t *Table) Run(id page.ID) []byte {
+	if t == nil || t.pages.Load() == 0 {
+		return nil
+	}
+	cs := t.chunks.Load()
+	if cs == nil || id>>chunkShift >= uint64(len(*cs)) {
+		return nil
+	}
+	c := (*cs)[id>>chunkShift].Load()
+	if c == nil {
+		return nil
+	}
+	e := c[id&(1<<chunkShift-1)].Load()
+	if e == nil {
+		return nil
+	}
+	return e.data
+}
+
+// Pages returns the number of pages that have an entry.
+func (t *Table) Pages() int64 { return t.pages.Load() }
+
+// Put stores the runs: each of their pages gets an entry, replacing any it
+// had. The runs' buffers then belong to the table: the caller must not
+// change or reuse them.
+func (t *Table) Put(runs []page.Run) error {
+	for _, r := range runs {
+		if len(r.Data) == 0 || len(r.Data)%t.pageSize != 0 {
+			return fmt.Errorf("dirty: run at page %d is %d bytes, not a positive multiple of the page size %d", r.ID, len(r.Data), t.pageSize)
+		}
+		n := len(r.Data) / t.pageSize
+		s := stored{id: r.ID, data: r.Data, entries: make([]entry, n)}
+		for i := range s.entries {
+			s.entries[i].data = r.Data[i*t.pageSize:]
+			if old := t.slot(r.ID+page.ID(i), true).Swap(&s.entries[i]); old == nil {
+				t.pages.Add(1)
+			}
+		}
+		t.runs = append(t.runs, s)
+	}
+	return nil
+}
+
+// Drop removes the entries of pages [id, id+n): the file has newer bytes
+// for them (a run written directly), or they are free.
+func (t *Table) Drop(id page.ID, n uint64) {
+	if t.pages.Load() == 0 {
+		return
+	}
+	for p := id; p < id+n; p++ {
+		if s := t.slot(p, false); s != nil && s.Swap(nil) != nil {
+			t.pages.Add(-1)
+		}
+	}
+}
+
+// DropFrom removes the entries of every page at or past id: the file was
+// cut there.
+func (t *Table) DropFrom(id page.ID) {
+	if t.pages.Load() == 0 {
+		return
+	}
+	cs := t.chunks.Load()
+	if cs == nil {
+		return
+	}
+	for ci := id >> chunkShift; ci < uint64(len(*cs)); ci++ {
+		c := (*cs)[ci].Load()
+		if c == nil {
+			continue
+		}
+		for i := range c {
+			if p := ci<<chunkShift + uint64(i); p >= id && c[i].Swap(nil) != nil {
+				t.pages.Add(-1)
+			}
+		}
+	}
+}
+
+// Flush hands write the pages whose entry is still the one a run since
+// the last Flush stored, as runs in page order (pages adjacent in one
+// buffer stay one run), and once write returned without error removes
+// their entries. An entry that a later run replaced, or that Drop removed,
+// is not written. If write fails, the table is left as it was: its entries
+// still serve readers.
+func (t *Table) Flush(write func([]page.Run) error) error {
+	if len(t.runs) == 0 {
+		return nil
+	}
+	var out []page.Run
+	type written struct {
+		slot *atomic.Pointer[entry]
+		e    *entry
+	}
+	var done []written
+	for _, s := range t.runs {
+		start := -1 // first page of the current piece of s
+		for i := range s.entries {
+			id := s.id + page.ID(i)
+			e := &s.entries[i]
+			sl := t.slot(id, false)
+			current := sl != nil && sl.Load() == e
+			if current {
+				done = append(done, written{sl, e})
+				if start < 0 {
+					start = i
+				}
+			}
+			if start >= 0 && (!current || i == len(s.entries)-1) {
+				end := i
+				if current {
+					end = i + 1
+				}
+				out = append(out, page.Run{ID: s.id + page.ID(start), Data: s.data[start*t.pageSize : end*t.pageSize]})
+				start = -1
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b page.Run) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	if len(out) > 0 {
+		if err := write(out); err != nil {
+			return err
+		}
+	}
+	for _, w := range done {
+		if w.slot.CompareAndSwap(w.e, nil) {
+			t.pages.Add(-1)
+		}
+	}
+	clear(t.runs)
+	t.runs = t.runs[:0]
+	return nil
+}
+
+// slot returns page id's entry slot; with grow, it makes the chunk (and
+// room for it) if need be, else it returns nil where there is none.
+func (t *Table) slot(id page.ID, grow bool) *atomic.Pointer[entry] {
+	ci := id >> chunkShift
+	cs := t.chunks.Load()
+	if cs == nil || ci >= uint64(len(*cs)) {
+		if !grow {
+			return nil
+		}
+		n := uint64(0)
+		if cs != nil {
+			n = uint64(len(*cs))
+		}
+		next := make([]atomic.Pointer[chunk], max(ci+1, 2*n))
+		for i := uint64(0); i < n; i++ {
+			next[i].Store((*cs)[i].Load())
+		}
+		t.chunks.Store(&next)
+		cs = &next
+	}
+	c := (*cs)[ci].Load()
+	if c == nil {
+		if !grow {
+			return nil
+		}
+		c = new(chunk)
+		(*cs)[ci].Store(c)
+	}
+	return &c[id&(1<<chunkShift-1)]
+}
