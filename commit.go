@@ -215,6 +215,15 @@ func (tx *Tx) commit() (committed, error) {
 			tx.deferred = false
 			return committed{}, fmt.Errorf("rivet: writing commit %d: %w", tx.txid, err)
 		}
+		if tx.deferred && db.pager.DeferredPages() > maxDeferredBytes/int64(db.pageSize) {
+			// Bound the memory deferred pages take without a sync point,
+			// which would age the young pages (§4) and grow the file:
+			// write them to the file now, unflushed, as a commit without
+			// the table would have.
+			if err := db.pager.WriteDeferred(); err != nil {
+				return committed{}, fmt.Errorf("rivet: writing deferred pages at commit %d: %w", tx.txid, err)
+			}
+		}
 	}
 
 	// Committed in memory from here: the next write transaction builds on
@@ -306,14 +315,12 @@ func (tx *Tx) commit() (committed, error) {
 		if c.wait == waitJournal {
 			soft = journalPendingLimit(stats)
 		}
-		// Deferred pages wait for the same sync point, in memory.
-		pending := max(stats.PendingPages, uint64(db.pager.DeferredPages()))
 		switch {
-		case pending > 2*soft && c.wait == waitJournal:
+		case stats.PendingPages > 2*soft && c.wait == waitJournal:
 			c.syncAfter = true
-		case pending > 2*soft:
+		case stats.PendingPages > 2*soft:
 			c.wait = waitDurable
-		case pending > soft:
+		case stats.PendingPages > soft:
 			db.startBackgroundSync(tx.txid)
 		}
 	}
@@ -347,6 +354,10 @@ func (db *DB) writeEarly(runs []page.Run) error {
 	}
 	return nil
 }
+
+// maxDeferredBytes bounds the pages commits keep in the dirty table between
+// sync points (docs/design.md §3.9).
+const maxDeferredBytes = 64 << 20
 
 // journalPendingLimit is pendingLimit for journaled commits: a quarter of
 // the file, at least 256 pages. Full durability promises files the size of

@@ -244,6 +244,12 @@ func (db *DB) syncThrough(txid uint64, forceFull bool, w *commitChain) error {
 		}
 
 		db.lingerForCommits()
+		// Most deferred pages go to the file before the writer lock is
+		// taken, so that commits go on meanwhile; prepareSync writes
+		// those of the commits since, under the lock. Writing them
+		// early is safe (pager.WriteDeferred), and a failure leaves them
+		// in the table for prepareSync, which reports it.
+		_ = db.pager.WriteDeferred()
 		db.writer.Lock()
 		job, err := db.prepareSync(db.syncKind(forceFull), nil)
 		db.writer.Unlock()

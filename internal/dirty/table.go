@@ -31,7 +31,10 @@ type Table struct {
 	pages  atomic.Int64 // entries stored
 	// runs are the runs stored since the last Flush, in order: what Flush
 	// writes, for the pages whose entry is still theirs.
-	runs []stored
+	runs []*stored
+	// dead holds the buffers of runs none of whose pages has an entry any
+	// more, until TakeDead (readers may still be reading them).
+	dead [][]byte
 }
 
 // chunkShift sizes the chunks: 1,024 entries, 8 KiB of pointers, cover
@@ -46,6 +49,7 @@ type chunk [1 << chunkShift]atomic.Pointer[entry]
 // read from its first page's entry.
 type entry struct {
 	data []byte
+	run  *stored
 }
 
 // stored is one run as Put stored it.
@@ -53,6 +57,15 @@ type stored struct {
 	id      page.ID
 	data    []byte
 	entries []entry // entries[i] is page id+i's
+	live    int     // entries still in the table
+}
+
+// removed accounts for e, just taken out of the table.
+func (t *Table) removed(e *entry) {
+	t.pages.Add(-1)
+	if e.run.live--; e.run.live == 0 {
+		t.dead = append(t.dead, e.run.data)
+	}
 }
 
 // New returns an empty table for pages of pageSize bytes.
@@ -93,11 +106,12 @@ func (t *Table) Put(runs []page.Run) error {
 			return fmt.Errorf("dirty: run at page %d is %d bytes, not a positive multiple of the page size %d", r.ID, len(r.Data), t.pageSize)
 		}
 		n := len(r.Data) / t.pageSize
-		s := stored{id: r.ID, data: r.Data, entries: make([]entry, n)}
+		s := &stored{id: r.ID, data: r.Data, entries: make([]entry, n), live: n}
 		for i := range s.entries {
-			s.entries[i].data = r.Data[i*t.pageSize:]
-			if old := t.slot(r.ID+page.ID(i), true).Swap(&s.entries[i]); old == nil {
-				t.pages.Add(1)
+			s.entries[i] = entry{data: r.Data[i*t.pageSize:], run: s}
+			t.pages.Add(1)
+			if old := t.slot(r.ID+page.ID(i), true).Swap(&s.entries[i]); old != nil {
+				t.removed(old)
 			}
 		}
 		t.runs = append(t.runs, s)
@@ -112,8 +126,10 @@ func (t *Table) Drop(id page.ID, n uint64) {
 		return
 	}
 	for p := id; p < id+n; p++ {
-		if s := t.slot(p, false); s != nil && s.Swap(nil) != nil {
-			t.pages.Add(-1)
+		if s := t.slot(p, false); s != nil {
+			if old := s.Swap(nil); old != nil {
+				t.removed(old)
+			}
 		}
 	}
 }
@@ -134,8 +150,10 @@ func (t *Table) DropFrom(id page.ID) {
 			continue
 		}
 		for i := range c {
-			if p := ci<<chunkShift + uint64(i); p >= id && c[i].Swap(nil) != nil {
-				t.pages.Add(-1)
+			if p := ci<<chunkShift + uint64(i); p >= id {
+				if old := c[i].Swap(nil); old != nil {
+					t.removed(old)
+				}
 			}
 		}
 	}
@@ -196,12 +214,22 @@ func (t *Table) Flush(write func([]page.Run) error) error {
 	}
 	for _, w := range done {
 		if w.slot.CompareAndSwap(w.e, nil) {
-			t.pages.Add(-1)
+			t.removed(w.e)
 		}
 	}
 	clear(t.runs)
 	t.runs = t.runs[:0]
 	return nil
+}
+
+// TakeDead returns the buffers of the runs that have no entry left since
+// the last call, and forgets them. Readers that looked a page up before its
+// entry went may still be reading one: the caller reuses a buffer only
+// once every reader that was running then has ended.
+func (t *Table) TakeDead() [][]byte {
+	d := t.dead
+	t.dead = nil
+	return d
 }
 
 // slot returns page id's entry slot; with grow, it makes the chunk (and

@@ -257,3 +257,32 @@ func TestTableConcurrentReaders(t *testing.T) {
 		t.Fatal("no reader found an entry")
 	}
 }
+
+// TestTableTakeDead: a run's buffer is handed back once its last entry
+// leaves the table, whether replaced, dropped or flushed.
+func TestTableTakeDead(t *testing.T) {
+	tb := New(ps)
+	a, b := run(4, 2, 1), run(4, 1, 2)
+	if err := tb.Put([]page.Run{a}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Put([]page.Run{b}); err != nil {
+		t.Fatal(err)
+	}
+	if d := tb.TakeDead(); len(d) != 0 {
+		t.Fatalf("%d buffers dead while run a still has page 5", len(d))
+	}
+	tb.Drop(5, 1)
+	if d := tb.TakeDead(); len(d) != 1 || &d[0][0] != &a.Data[0] {
+		t.Fatalf("after dropping page 5: %d dead buffers, want run a's", len(d))
+	}
+	if err := tb.Flush(func([]page.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if d := tb.TakeDead(); len(d) != 1 || &d[0][0] != &b.Data[0] {
+		t.Fatalf("after Flush: %d dead buffers, want run b's", len(d))
+	}
+	if d := tb.TakeDead(); len(d) != 0 {
+		t.Fatal("TakeDead returned a buffer twice")
+	}
+}
