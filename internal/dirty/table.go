@@ -42,7 +42,30 @@ type Table struct {
 // a large file stays small.
 const chunkShift = 10
 
-type chunk [1 << chunkShift]atomic.Pointer[entry]
+// chunk holds the entries of 1<<chunkShift pages. A page's bit is set
+// while its slot holds an entry, so that the lookup of a page without one
+// reads a word shared by 64 pages rather than its own slot.
+type chunk struct {
+	bits  [1 << chunkShift / 64]atomic.Uint64
+	slots [1 << chunkShift]atomic.Pointer[entry]
+}
+
+// swap stores e (nil: none) in slot i and returns what it held, keeping
+// the slot's bit in step. Only the table's one writer calls it.
+func (c *chunk) swap(i uint64, e *entry) *entry {
+	old := c.slots[i].Swap(e)
+	c.mark(i, e != nil)
+	return old
+}
+
+// mark sets or clears slot i's bit.
+func (c *chunk) mark(i uint64, set bool) {
+	if set {
+		c.bits[i/64].Or(1 << (i % 64))
+	} else {
+		c.bits[i/64].And(^(uint64(1) << (i % 64)))
+	}
+}
 
 // entry is one page's bytes: from the page to the end of the run it
 // belongs to, so that a node or blob extent spanning several pages is
@@ -87,7 +110,11 @@ func (t *Table) Run(id page.ID) []byte {
 	if c == nil {
 		return nil
 	}
-	e := c[id&(1<<chunkShift-1)].Load()
+	i := id & (1<<chunkShift - 1)
+	if c.bits[i/64].Load()&(1<<(i%64)) == 0 {
+		return nil
+	}
+	e := c.slots[i].Load()
 	if e == nil {
 		return nil
 	}
@@ -110,7 +137,8 @@ func (t *Table) Put(runs []page.Run) error {
 		for i := range s.entries {
 			s.entries[i] = entry{data: r.Data[i*t.pageSize:], run: s}
 			t.pages.Add(1)
-			if old := t.slot(r.ID+page.ID(i), true).Swap(&s.entries[i]); old != nil {
+			c, j := t.slot(r.ID+page.ID(i), true)
+			if old := c.swap(j, &s.entries[i]); old != nil {
 				t.removed(old)
 			}
 		}
@@ -126,8 +154,8 @@ func (t *Table) Drop(id page.ID, n uint64) {
 		return
 	}
 	for p := id; p < id+n; p++ {
-		if s := t.slot(p, false); s != nil {
-			if old := s.Swap(nil); old != nil {
+		if c, i := t.slot(p, false); c != nil {
+			if old := c.swap(i, nil); old != nil {
 				t.removed(old)
 			}
 		}
@@ -149,9 +177,9 @@ func (t *Table) DropFrom(id page.ID) {
 		if c == nil {
 			continue
 		}
-		for i := range c {
+		for i := range c.slots {
 			if p := ci<<chunkShift + uint64(i); p >= id {
-				if old := c[i].Swap(nil); old != nil {
+				if old := c.swap(uint64(i), nil); old != nil {
 					t.removed(old)
 				}
 			}
@@ -171,8 +199,9 @@ func (t *Table) Flush(write func([]page.Run) error) error {
 	}
 	var out []page.Run
 	type written struct {
-		slot *atomic.Pointer[entry]
-		e    *entry
+		c *chunk
+		i uint64
+		e *entry
 	}
 	var done []written
 	for _, s := range t.runs {
@@ -180,10 +209,10 @@ func (t *Table) Flush(write func([]page.Run) error) error {
 		for i := range s.entries {
 			id := s.id + page.ID(i)
 			e := &s.entries[i]
-			sl := t.slot(id, false)
-			current := sl != nil && sl.Load() == e
+			c, j := t.slot(id, false)
+			current := c != nil && c.slots[j].Load() == e
 			if current {
-				done = append(done, written{sl, e})
+				done = append(done, written{c, j, e})
 				if start < 0 {
 					start = i
 				}
@@ -213,7 +242,8 @@ func (t *Table) Flush(write func([]page.Run) error) error {
 		}
 	}
 	for _, w := range done {
-		if w.slot.CompareAndSwap(w.e, nil) {
+		if w.c.slots[w.i].CompareAndSwap(w.e, nil) {
+			w.c.mark(w.i, false)
 			t.removed(w.e)
 		}
 	}
@@ -232,22 +262,23 @@ func (t *Table) TakeDead() [][]byte {
 	return d
 }
 
-// slot returns page id's entry slot; with grow, it makes the chunk (and
-// room for it) if need be, else it returns nil where there is none.
-func (t *Table) slot(id page.ID, grow bool) *atomic.Pointer[entry] {
-	ci := id >> chunkShift
+// slot returns the chunk holding page id's entry and the page's index in
+// it; with grow, it makes the chunk (and room for it) if need be, else it
+// returns a nil chunk where there is none.
+func (t *Table) slot(id page.ID, grow bool) (*chunk, uint64) {
+	ci, i := id>>chunkShift, id&(1<<chunkShift-1)
 	cs := t.chunks.Load()
 	if cs == nil || ci >= uint64(len(*cs)) {
 		if !grow {
-			return nil
+			return nil, 0
 		}
 		n := uint64(0)
 		if cs != nil {
 			n = uint64(len(*cs))
 		}
 		next := make([]atomic.Pointer[chunk], max(ci+1, 2*n))
-		for i := uint64(0); i < n; i++ {
-			next[i].Store((*cs)[i].Load())
+		for k := uint64(0); k < n; k++ {
+			next[k].Store((*cs)[k].Load())
 		}
 		t.chunks.Store(&next)
 		cs = &next
@@ -255,10 +286,10 @@ func (t *Table) slot(id page.ID, grow bool) *atomic.Pointer[entry] {
 	c := (*cs)[ci].Load()
 	if c == nil {
 		if !grow {
-			return nil
+			return nil, 0
 		}
 		c = new(chunk)
 		(*cs)[ci].Store(c)
 	}
-	return &c[id&(1<<chunkShift-1)]
+	return c, i
 }
