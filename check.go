@@ -103,10 +103,16 @@ func (tx *Tx) checkTree() ([]error, []uint64) {
 	ps := tx.env.PageSize
 	seen := make([]uint64, (hwm+63)/64)
 	data := tx.env.Data
+	dirty := tx.env.Dirty
 	w := btree.Walker{
 		Fetch: func(id page.ID, n uint64) ([]byte, error) {
 			if checkFetchTestHook != nil {
 				checkFetchTestHook(n)
+			}
+			if run := dirty.Run(id); n <= uint64(len(run))/uint64(ps) {
+				// A page made since the last sync point: the map may
+				// not show it yet.
+				return run[:n*uint64(ps)], nil
 			}
 			end := (id + n) * uint64(ps)
 			if end > uint64(len(data)) || id+n > hwm {
@@ -194,7 +200,7 @@ func (db *DB) strictCheck(meta *page.Meta) error {
 	view := db.pager.Acquire()
 	defer view.Release()
 	tx := &Tx{txState: &txState{db: db, meta: meta, view: view}, txid: meta.Txid}
-	tx.env = &btree.Env{Data: view.Bytes(), PageSize: db.pageSize, HWM: meta.HWM, Txid: meta.Txid}
+	tx.env = &btree.Env{Data: view.Bytes(), PageSize: db.pageSize, HWM: meta.HWM, Txid: meta.Txid, Dirty: db.pager.Dirty()}
 	errs, seen := tx.checkTree()
 	if len(errs) == 0 {
 		errs = db.compareFree(meta, seen)

@@ -197,13 +197,35 @@ func (tx *Tx) commit() (committed, error) {
 	lead := syncs && !viaJournal && lone && db.claimSync()
 	if !lead {
 		write := db.pager.WriteRuns
-		if tx.lazy {
+		switch {
+		case tx.lazy:
 			// A later flush covers a compaction step: start sending its
 			// pages to storage now, so that flush finds less to write.
 			write = db.pager.WriteRunsAndStart
+		case (viaJournal || !syncs) && runPages(runs, db.pageSize) <= maxDeferredCommitPages:
+			// Nothing reads these pages from the file before the next
+			// sync point: the journal, or nothing (Periodic, None),
+			// carries the commit to it. They wait in memory, where
+			// readers find them, and the sync point writes the ones
+			// still in use (docs/design.md §3.9). Only small commits
+			// defer: theirs are the pages the next commits rewrite (the
+			// path from the root), while a large commit's are mostly
+			// pages no other commit touches before the sync point.
+			write = db.pager.Defer
+			tx.deferred = true
 		}
 		if err := write(runs); err != nil {
+			tx.deferred = false
 			return committed{}, fmt.Errorf("rivet: writing commit %d: %w", tx.txid, err)
+		}
+		if tx.deferred && db.pager.DeferredPages() > maxDeferredBytes/int64(db.pageSize) {
+			// Bound the memory deferred pages take without a sync point,
+			// which would age the young pages (§4) and grow the file:
+			// write them to the file now, unflushed, as a commit without
+			// the table would have.
+			if err := db.pager.WriteDeferred(); err != nil {
+				return committed{}, fmt.Errorf("rivet: writing deferred pages at commit %d: %w", tx.txid, err)
+			}
 		}
 	}
 
@@ -334,6 +356,23 @@ func (db *DB) writeEarly(runs []page.Run) error {
 		return fmt.Errorf("rivet: writing pages of the commit: %w", err)
 	}
 	return nil
+}
+
+// maxDeferredBytes bounds the pages commits keep in the dirty table between
+// sync points (docs/design.md §3.9).
+const maxDeferredBytes = 64 << 20
+
+// maxDeferredCommitPages is the largest commit, in pages, that defers its
+// writes (docs/design.md §3.9).
+const maxDeferredCommitPages = 32
+
+// runPages returns the pages runs hold.
+func runPages(runs []page.Run, pageSize int) int {
+	n := 0
+	for _, r := range runs {
+		n += len(r.Data) / pageSize
+	}
+	return n
 }
 
 // journalPendingLimit is pendingLimit for journaled commits: a quarter of

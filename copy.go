@@ -42,6 +42,9 @@ func (tx *Tx) copyImage() (*image.Image, error) {
 	if b := tx.db.bolt; b != nil {
 		return b.copyImage(), nil
 	}
+	if err := tx.flushDeferred(); err != nil {
+		return nil, err
+	}
 	return image.Build(tx.env.PageSize, tx.meta, tx.env.Data)
 }
 

@@ -408,18 +408,21 @@ func TestCopyFileCrash(t *testing.T) {
 	var images []image
 	var source, snapshot, previous map[string]string
 	copyOp := 0
-	hook := &hookFS{FS: cfs, before: func(string) {
+	hook := &hookFS{FS: cfs, beforeOn: func(name, _ string) {
 		if copying {
 			opts := vfs.DefaultCrashOptions
 			opts.KeepProbability = rng.Float64()
 			img := image{fs: cfs.Crash(crashRng, opts), source: source, snapshot: snapshot}
 			if copyOp == 0 {
 				// Before the flush of the truncation, the previous copy
-				// at the path may survive whole.
+				// at the path may survive whole (the source's writes of
+				// its deferred pages come before it).
 				img.previous = previous
 			}
 			images = append(images, img)
-			copyOp++
+			if name == "/copy" {
+				copyOp++
+			}
 		}
 	}}
 	db, err := openFS(hook, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})

@@ -19,10 +19,12 @@ import (
 )
 
 // hookFS calls before(op) ahead of every WriteAt and Sync of its files, so a
-// test can take a crash image at an exact point inside a commit.
+// test can take a crash image at an exact point inside a commit; beforeOn,
+// if set instead, is told the file's name as well.
 type hookFS struct {
 	vfs.FS
-	before func(op string)
+	before   func(op string)
+	beforeOn func(name, op string)
 }
 
 func (h *hookFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
@@ -30,7 +32,11 @@ func (h *hookFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, er
 	if err != nil {
 		return nil, err
 	}
-	return &hookFile{File: f, before: h.before}, nil
+	before := h.before
+	if h.beforeOn != nil {
+		before = func(op string) { h.beforeOn(name, op) }
+	}
+	return &hookFile{File: f, before: before}, nil
 }
 
 type hookFile struct {

@@ -164,7 +164,10 @@ type DB struct {
 	// spares are buffers of written runs kept for the next write
 	// transaction's nodes (btree.Env.Spares), at most maxSparePages pages;
 	// metaBuf is the buffer every sync point encodes its meta into.
-	spares  btree.Spares
+	spares btree.Spares
+	// retired holds buffers of deferred runs until no reader can read
+	// them (recycleDeferred). Guarded by the writer lock.
+	retired []retiredBuffer
 	metaBuf []byte
 	// nodePool lends the writer's materialised nodes their element arrays.
 	nodePool btree.NodePool
@@ -494,6 +497,7 @@ func (db *DB) beginRW() (*Tx, error) {
 		snaps = append(snaps, pending)
 		oldest = min(oldest, pending)
 	}
+	db.recycleDeferred(oldest)
 	clear(held)
 	db.heldBuf, db.snapshotBuf = held[:0], snaps
 	if h := db.hooks; h != nil && h.beginRWOldest != nil {
@@ -539,9 +543,11 @@ func (db *DB) releaseRuns(tx *Tx) {
 	tx.env.Spares = nil
 	// Buffers of up to btree.MaxSpareRun pages go back to the spares for
 	// the next write transaction: a one-key commit then allocates no page
-	// buffer, nor does a compaction step for the leaves it packs.
+	// buffer, nor does a compaction step for the leaves it packs. Deferred
+	// runs' buffers belong to the pager's dirty table, where readers may
+	// be reading them.
 	for _, r := range runs {
-		if db.spares.Pages() >= maxSparePages {
+		if tx.deferred || db.spares.Pages() >= maxSparePages {
 			break
 		}
 		db.spares.Put(r.Data, db.pageSize, maxSparePages)
@@ -550,17 +556,58 @@ func (db *DB) releaseRuns(tx *Tx) {
 	db.treeRuns = keepRuns(runs)
 }
 
+// recycleDeferred gives the spares the buffers of deferred runs that left
+// the pager's dirty table (docs/design.md §3.9) once no reader can be
+// reading them. A buffer that left the table is tagged with head's txid
+// when it is taken: every reader that could have looked one of its pages
+// up holds a state no newer than head (a state is published only once it
+// was head, and the writer lock holds head still), and a reader that
+// begins after the buffer left finds no entry and reads the map. So the
+// buffer is reused once the oldest state any reader holds is newer than
+// its tag. Called by beginRW with the writer lock held, with oldest as it
+// computed it.
+func (db *DB) recycleDeferred(oldest uint64) {
+	kept := db.retired[:0]
+	for _, r := range db.retired {
+		switch {
+		case r.tag < oldest:
+			db.spares.Put(r.buf, db.pageSize, maxSparePages)
+		case len(kept) < maxRetiredBuffers:
+			kept = append(kept, r)
+		}
+	}
+	clear(db.retired[len(kept):])
+	db.retired = kept
+	for _, b := range db.pager.TakeDeadBuffers() {
+		if len(db.retired) >= maxRetiredBuffers {
+			break
+		}
+		db.retired = append(db.retired, retiredBuffer{buf: b, tag: db.head.Txid})
+	}
+}
+
+// retiredBuffer is a buffer of a deferred run that left the dirty table,
+// waiting for the readers that might read it (recycleDeferred).
+type retiredBuffer struct {
+	buf []byte
+	tag uint64
+}
+
+// maxRetiredBuffers bounds the buffers waiting for readers; past it they
+// are left to the garbage collector.
+const maxRetiredBuffers = 2 * maxSparePages
+
 // maxKeptRuns bounds the run lists kept between write transactions: a
 // one-key commit spills a handful of runs, while a bulk load's hundreds of
 // thousands would otherwise stay allocated for the life of the DB.
 const maxKeptRuns = 1024
 
 // maxSparePages bounds the page buffers kept for reuse between write
-// transactions (2 MiB at 4 KiB pages): enough for the nodes of a commit of
-// a few hundred random updates (update-locality's 228 pages allocated 0.9
-// MB of buffers per commit with 32 kept), nothing a bulk load could
-// inflate further.
-const maxSparePages = 512
+// transactions (16 MiB at 4 KiB pages): deferred pages come back from the
+// dirty table a sync point at a time, hundreds of pages per sync point
+// under random updates, and the commits until the next one take them
+// from here; nothing a bulk load could inflate further.
+const maxSparePages = 4096
 
 // keepRuns returns runs emptied for reuse, or nil if it is too large to keep.
 func keepRuns(runs []page.Run) []page.Run {

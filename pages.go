@@ -206,6 +206,9 @@ func (tx *Tx) WalkPages(fn func(PageUse) error) error {
 	if tx.db.bolt != nil {
 		return errBboltBacked("Tx.WalkPages")
 	}
+	if err := tx.flushDeferred(); err != nil {
+		return err
+	}
 	w := pagewalk.New(tx.env.Data, tx.env.PageSize, tx.meta)
 	w.Readahead = tx.env.Readahead
 	w.Trees()

@@ -90,6 +90,11 @@ func (db *DB) prepareSync(kind vfs.SyncKind, extra []page.Run) (*syncJob, error)
 	db.syncMu.Lock()
 	steady, slot := db.durable, 1-db.durableSlot
 	db.syncMu.Unlock()
+	// The pages commits deferred go to the file before the meta that
+	// names them (the flush below covers both).
+	if err := db.pager.WriteDeferred(); err != nil {
+		return nil, db.abortSync(nil, err)
+	}
 	if head.Txid == steady {
 		if len(extra) > 0 {
 			if err := db.pager.WriteRuns(extra); err != nil {
@@ -239,6 +244,12 @@ func (db *DB) syncThrough(txid uint64, forceFull bool, w *commitChain) error {
 		}
 
 		db.lingerForCommits()
+		// Most deferred pages go to the file before the writer lock is
+		// taken, so that commits go on meanwhile; prepareSync writes
+		// those of the commits since, under the lock. Writing them
+		// early is safe (pager.WriteDeferred), and a failure leaves them
+		// in the table for prepareSync, which reports it.
+		_ = db.pager.WriteDeferred()
 		db.writer.Lock()
 		job, err := db.prepareSync(db.syncKind(forceFull), nil)
 		db.writer.Unlock()

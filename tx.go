@@ -1,6 +1,7 @@
 package rivet
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/rivetkv/rivet/internal/btree"
@@ -63,6 +64,9 @@ type txState struct {
 	// spaceEnded is set once the free-space map's transaction has been
 	// committed or rolled back by Commit.
 	spaceEnded bool
+	// deferred is set once Commit handed the transaction's runs to the
+	// pager's dirty table, which keeps their buffers.
+	deferred bool
 
 	envStore  btree.Env // env points here
 	rootStore Bucket    // root points here
@@ -109,6 +113,7 @@ func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {
 		CursorStacks: st.envStore.CursorStacks, // kept by recycle
 		LendStacks:   !writable,
 		Foreign:      db.foreign,
+		Dirty:        db.pager.Dirty(),
 	}
 	if db.foreign == nil {
 		// A bbolt file's nodes come translated from the foreign source,
@@ -337,4 +342,15 @@ func (tx *Tx) rollback() {
 		db.endRO(tx)
 		tx.recycle()
 	}
+}
+
+// flushDeferred writes the pages commits deferred (pager.Defer) to the
+// file, for a reader of the map that does not go through tx.env: after it
+// the map shows every page of tx's snapshot. Writing them before their
+// sync point changes nothing a crash can find (pager.WriteDeferred).
+func (tx *Tx) flushDeferred() error {
+	if err := tx.db.pager.WriteDeferred(); err != nil {
+		return fmt.Errorf("rivet: writing deferred pages: %w", err)
+	}
+	return nil
 }

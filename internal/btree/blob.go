@@ -36,7 +36,7 @@ func (t *Tree) readBlob(ref page.BlobRef) ([]byte, error) {
 		e.fail(err)
 		return nil, err
 	}
-	ext, err := page.ReadBlobExtent(e.Data, 0, e.PageSize, ref.First, e.HWM)
+	ext, err := e.readExtent(ref.First)
 	if err != nil {
 		e.fail(err)
 		return nil, err
@@ -67,7 +67,7 @@ func (t *Tree) readBlob(ref page.BlobRef) ([]byte, error) {
 		if ext.Next.ID == 0 {
 			break
 		}
-		if ext, err = page.ReadBlobExtent(e.Data, 0, e.PageSize, ext.Next, e.HWM); err != nil {
+		if ext, err = e.readExtent(ext.Next); err != nil {
 			e.fail(err)
 			return nil, err
 		}
@@ -96,7 +96,7 @@ func (t *Tree) extents(ref page.BlobRef, fn func(page.ExtentRef, page.BlobExtent
 			e.fail(err)
 			return err
 		}
-		ext, err := page.ReadBlobExtent(e.Data, 0, e.PageSize, cur, e.HWM)
+		ext, err := e.readExtent(cur)
 		if err != nil {
 			e.fail(err)
 			return err

@@ -15,6 +15,7 @@
 package btree
 
 import (
+	"github.com/rivetkv/rivet/internal/dirty"
 	"github.com/rivetkv/rivet/internal/page"
 )
 
@@ -137,6 +138,11 @@ type Env struct {
 	// bytes, which nothing here interprets: a foreign source yields no
 	// blob references, so the blob reads that use Data are not reached.
 	Foreign page.NodeSource
+
+	// Dirty holds the pages commits made since the file's last sync point,
+	// which the map may not show yet (pager.Defer); nil reads everything
+	// from the map.
+	Dirty *dirty.Table
 }
 
 // Stats are per-transaction tree counters (bbolt's TxStats fields).
@@ -214,9 +220,23 @@ func (e *Env) cursorStack() []elemRef {
 	return s[:0]
 }
 
-// readNode returns the validated node ref points to.
+// readNode returns the validated node ref points to: from the dirty table
+// if a commit made it since the file's last sync point, else from the map
+// or the foreign source.
 func (e *Env) readNode(ref page.Ref) (page.Node, error) {
+	if run := e.Dirty.Run(ref.ID); run != nil {
+		return page.NodeFromBuffer(run, e.PageSize, ref.ID, ref.Txid, e.HWM)
+	}
 	return page.ReadNodeVia(e.Foreign, e.Data, e.PageSize, ref, e.HWM)
+}
+
+// readExtent returns the validated blob extent ref points to, from the
+// dirty table or the map (as readNode).
+func (e *Env) readExtent(ref page.ExtentRef) (page.BlobExtent, error) {
+	if run := e.Dirty.Run(ref.ID); run != nil {
+		return page.ReadBlobExtent(run, ref.ID, e.PageSize, ref, e.HWM)
+	}
+	return page.ReadBlobExtent(e.Data, 0, e.PageSize, ref, e.HWM)
 }
 
 // ReadNode returns the validated node ref points to, from the map or the

@@ -29,6 +29,7 @@ import (
 	"sync/atomic"
 
 	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/dirty"
 	"github.com/rivetkv/rivet/internal/page"
 	"github.com/rivetkv/rivet/internal/vfs"
 )
@@ -157,6 +158,11 @@ type Pager struct {
 	// the file to cover them first). Both are guarded by wmu.
 	cutting  bool
 	cutFloor int64
+
+	// dirty holds the runs Defer stored and no write has replaced: pages
+	// of committed states the file does not have yet (WriteDeferred).
+	// Changed under wmu.
+	dirty *dirty.Table
 }
 
 // Open returns a Pager for f. It reads nothing from the file. The Pager does
@@ -189,6 +195,7 @@ func Open(f vfs.File, opts Options) (*Pager, error) {
 		p.growSize = DefaultGrowSize
 	}
 	p.size.Store(-1)
+	p.dirty = dirty.New(opts.PageSize)
 	return p, nil
 }
 
@@ -663,6 +670,8 @@ func (p *Pager) truncate(cur, size int64) error {
 	if err := p.f.Truncate(size); err != nil {
 		return err
 	}
+	// Pages past the end are free in every state that can be read.
+	p.dirty.DropFrom(page.ID((size + p.ps - 1) / p.ps))
 	// The cache only rises elsewhere; here it must come down with the file.
 	p.size.Store(size)
 	return nil
@@ -759,6 +768,19 @@ func (p *Pager) WaitWriteback() {
 func (p *Pager) writeRuns(runs []page.Run) (lo, hi int64, err error) {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
+	lo, hi, err = p.writeRunsLocked(runs)
+	if err == nil {
+		// What was just written is newer than any entry for its pages.
+		for _, r := range runs {
+			p.dirty.Drop(r.ID, uint64(int64(len(r.Data))/p.ps))
+		}
+	}
+	return lo, hi, err
+}
+
+// writeRunsLocked is writeRuns with wmu held, leaving the dirty table
+// alone.
+func (p *Pager) writeRunsLocked(runs []page.Run) (lo, hi int64, err error) {
 	if p.closed.Load() {
 		return 0, 0, ErrClosed
 	}

@@ -1,0 +1,77 @@
+package pager
+
+import (
+	"fmt"
+
+	rerrors "github.com/rivetkv/rivet/errors"
+	"github.com/rivetkv/rivet/internal/dirty"
+	"github.com/rivetkv/rivet/internal/page"
+)
+
+// Defer keeps runs in memory instead of writing them: readers find them in
+// the dirty table (Dirty) before the map, and WriteDeferred writes them to
+// the file. The file is grown to cover them first, as WriteRuns does, so
+// that a later write of theirs never extends the file and a cut never
+// reaches them. The runs' buffers then belong to the pager.
+func (p *Pager) Defer(runs []page.Run) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if err := p.writable(); err != nil {
+		return err
+	}
+	var end int64
+	for _, r := range runs {
+		off, ok := p.pageOffset(r.ID)
+		if !ok || off > maxOffset-int64(len(r.Data)) {
+			return fmt.Errorf("pager: run at page %d lies past the largest file offset", r.ID)
+		}
+		end = max(end, off+int64(len(r.Data)))
+	}
+	if end > 0 {
+		if err := p.grow(end); err != nil {
+			return err
+		}
+	}
+	return p.dirty.Put(runs)
+}
+
+// WriteDeferred writes the deferred pages to the file and forgets them;
+// the entries that later writes replaced are not written. A sync point
+// calls it before it writes its meta, and whatever reads the map or the
+// file directly rather than through a transaction's btree.Env calls it
+// before it reads.
+//
+// Only pages of commits after the file's last sync point are deferred,
+// and the free-space rules keep those out of every state a crash can open
+// (docs/design.md §3.9), so writing them early changes nothing a crash
+// can find. If the write fails, the table is left as it was.
+func (p *Pager) WriteDeferred() error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if p.readOnly && p.dirty.Pages() > 0 {
+		return rerrors.ErrDatabaseReadOnly
+	}
+	return p.dirty.Flush(func(runs []page.Run) error {
+		_, _, err := p.writeRunsLocked(runs)
+		return err
+	})
+}
+
+// Dirty returns the table of deferred pages, which readers consult before
+// the map.
+func (p *Pager) Dirty() *dirty.Table { return p.dirty }
+
+// DeferredPages returns how many pages are deferred.
+func (p *Pager) DeferredPages() int64 { return p.dirty.Pages() }
+
+// TakeDeadBuffers returns the buffers of deferred runs that no longer have
+// a page in the dirty table (dirty.Table.TakeDead): the caller may reuse
+// one once every reader that was running before this call has ended.
+func (p *Pager) TakeDeadBuffers() [][]byte {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	return p.dirty.TakeDead()
+}

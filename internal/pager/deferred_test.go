@@ -1,0 +1,108 @@
+package pager
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/rivetkv/rivet/internal/page"
+)
+
+// TestDeferAndWriteDeferred: a deferred run is in the table and not in the
+// file until WriteDeferred, which writes it and empties the table.
+func TestDeferAndWriteDeferred(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := b.open(t, identity)
+		p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 16 * ps, GrowSize: 64 * ps})
+		if err := p.Defer([]page.Run{{ID: 20, Data: pageBytes(20, 2, 1)}}); err != nil {
+			t.Fatal(err)
+		}
+		if size, err := f.Size(); err != nil || size < 22*ps {
+			t.Fatalf("file of %d bytes after deferring pages 20-21 (%v): Defer must grow it", size, err)
+		}
+		if got, err := p.ReadPages(20, 2); err != nil || bytes.Equal(got, pageBytes(20, 2, 1)) {
+			t.Fatalf("the file has the deferred pages before WriteDeferred (%v)", err)
+		}
+		if got := p.Dirty().Run(21); !bytes.Equal(got, pageBytes(20, 2, 1)[ps:]) {
+			t.Fatal("the table does not hold page 21")
+		}
+		if p.DeferredPages() != 2 {
+			t.Fatalf("DeferredPages = %d, want 2", p.DeferredPages())
+		}
+		if err := p.WriteDeferred(); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := p.ReadPages(20, 2); err != nil || !bytes.Equal(got, pageBytes(20, 2, 1)) {
+			t.Fatalf("the file lacks the deferred pages after WriteDeferred (%v)", err)
+		}
+		if p.DeferredPages() != 0 || p.Dirty().Run(20) != nil {
+			t.Fatal("entries left after WriteDeferred")
+		}
+	})
+}
+
+// TestDirectWriteSupersedesDeferred: a page written directly after it was
+// deferred keeps the direct write's bytes, in the table (none) and in the
+// file after WriteDeferred.
+func TestDirectWriteSupersedesDeferred(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := b.open(t, identity)
+		p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 16 * ps, GrowSize: 64 * ps})
+		if err := p.Defer([]page.Run{{ID: 10, Data: pageBytes(10, 3, 1)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.WriteRuns([]page.Run{{ID: 11, Data: pageBytes(11, 1, 2)}}); err != nil {
+			t.Fatal(err)
+		}
+		if p.Dirty().Run(11) != nil || p.Dirty().Run(10) == nil || p.Dirty().Run(12) == nil {
+			t.Fatal("a direct write of page 11 left its entry or dropped its neighbours'")
+		}
+		if err := p.WriteDeferred(); err != nil {
+			t.Fatal(err)
+		}
+		want := append(append(pageBytes(10, 3, 1)[:ps:ps], pageBytes(11, 1, 2)...), pageBytes(10, 3, 1)[2*ps:]...)
+		if got, err := p.ReadPages(10, 3); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("pages 10-12 after WriteDeferred: the deferred page 11 overwrote the direct write (%v)", err)
+		}
+	})
+}
+
+// TestCutDropsDeferred: entries past a cut are dropped, so WriteDeferred
+// neither writes them nor grows the file back; a page deferred after
+// BeginCut raises the cut's floor as a write does.
+func TestCutDropsDeferred(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := b.open(t, identity)
+		p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 16 * ps, GrowSize: 64 * ps})
+		if err := p.Defer([]page.Run{{ID: 90, Data: pageBytes(90, 1, 1)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Truncate(50 * ps); err != nil {
+			t.Fatal(err)
+		}
+		if p.Dirty().Run(90) != nil || p.DeferredPages() != 0 {
+			t.Fatal("the entry of page 90 survived a cut to 50 pages")
+		}
+		if err := p.WriteDeferred(); err != nil {
+			t.Fatal(err)
+		}
+		if size, err := f.Size(); err != nil || size != 50*ps {
+			t.Fatalf("file of %d bytes after WriteDeferred, want %d (%v)", size, 50*ps, err)
+		}
+		p.BeginCut(8 * ps)
+		if err := p.Defer([]page.Run{{ID: 30, Data: pageBytes(30, 1, 2)}}); err != nil {
+			t.Fatal(err)
+		}
+		for more := true; more; {
+			var err error
+			if more, err = p.Cut(100 * ps); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if size, err := f.Size(); err != nil || size != 31*ps {
+			t.Fatalf("cut ended at %d bytes, want %d: the deferred page 30 must raise the floor (%v)", size, 31*ps, err)
+		}
+		if p.Dirty().Run(30) == nil {
+			t.Fatal("the cut dropped the entry of page 30, below its end")
+		}
+	})
+}
