@@ -227,15 +227,7 @@ func (t *Table) Flush(write func([]page.Run) error) error {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b page.Run) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, page.CompareRuns)
 	if len(out) > 0 {
 		if err := write(out); err != nil {
 			return err

@@ -11,6 +11,7 @@
 package page
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -85,6 +86,9 @@ type Run struct {
 	ID   ID
 	Data []byte
 }
+
+// CompareRuns orders runs by their first page, for slices.SortFunc.
+func CompareRuns(a, b Run) int { return cmp.Compare(a.ID, b.ID) }
 
 // Header is the decoded common page header (docs/design.md §2.1).
 type Header struct {

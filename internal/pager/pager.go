@@ -799,8 +799,8 @@ func (p *Pager) writeRunsLocked(runs []page.Run) (lo, hi int64, err error) {
 			p.sorted = sorted[:0]
 		}
 	}()
-	if !slices.IsSortedFunc(sorted, cmpRun) {
-		slices.SortFunc(sorted, cmpRun)
+	if !slices.IsSortedFunc(sorted, page.CompareRuns) {
+		slices.SortFunc(sorted, page.CompareRuns)
 	}
 	var end int64
 	for i, r := range sorted {
@@ -885,16 +885,6 @@ func (p *Pager) writeGroup(group []page.Run, total int, off int64) error {
 		buf = append(buf, r.Data...)
 	}
 	return p.writeExtent(buf, off)
-}
-
-func cmpRun(a, b page.Run) int {
-	switch {
-	case a.ID < b.ID:
-		return -1
-	case a.ID > b.ID:
-		return 1
-	}
-	return 0
 }
 
 // writeExtent writes one contiguous extent as page-sized pwrites (at least
