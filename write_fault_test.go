@@ -807,7 +807,11 @@ func TestWriteFaultsConcurrent(t *testing.T) {
 			}
 			t.Logf("%d commits acknowledged, %d failed with ENOSPC (%d of them taken back with others by a failed sync point), %d fault windows, %d injected failures",
 				len(want), nFailed, grouped.Load(), windows.Load(), ffs.Injected())
-			if nFailed < 5 || len(want) < writers*commits/4 {
+			// At least an eighth acknowledged: small commits defer their
+			// pages to the next sync point (docs/design.md §3.9), whose
+			// writes then meet most of the armed faults and take whole
+			// groups back; seen 274-500 of 1,200 acknowledged in Full.
+			if nFailed < 5 || len(want) < writers*commits/8 {
 				t.Fatalf("the run exercised too little: %d acknowledged, %d failed", len(want), nFailed)
 			}
 			if err := wantKeys(db, want...); err != nil {
