@@ -29,25 +29,31 @@ func TestAppendsPackLeavesFull(t *testing.T) {
 	for _, c := range []struct {
 		order    string
 		perTxn   int
+		value    int     // bytes
+		keys     int     // how many are put, of n
 		min, max float64 // bounds on the leaves' fill
 	}{
-		{"ascending", 500, 0.90, 1},
-		{"ascending", n, 0.90, 1}, // one transaction: eager splits hand on the flags
-		{"descending", 500, 0.40, 0.65},
-		{"random", 500, 0.45, 0.85},
+		{"ascending", 500, 100, n, 0.90, 1},
+		{"ascending", n, 100, n, 0.90, 1}, // one transaction: eager splits hand on the flags
+		{"descending", 500, 100, n, 0.40, 0.65},
+		{"random", 500, 100, n, 0.45, 0.85},
+		// Three values a page, one a commit: a leaf that takes a fourth
+		// keeps three and hands the fourth on (cut two and two, the
+		// leaves would be half full).
+		{"ascending", 1, 1000, 3000, 0.70, 1},
 	} {
 		db := openTestDB(t, nil)
-		order := ids(c.order, rand.New(rand.NewSource(1)))
-		for s := 0; s < n; s += c.perTxn {
+		order := ids(c.order, rand.New(rand.NewSource(1)))[:c.keys]
+		for s := 0; s < len(order); s += c.perTxn {
 			if err := db.Update(func(tx *Tx) error {
 				b, err := tx.CreateBucketIfNotExists([]byte("b"))
 				if err != nil {
 					return err
 				}
-				for _, id := range order[s:min(s+c.perTxn, n)] {
+				for _, id := range order[s:min(s+c.perTxn, len(order))] {
 					k := make([]byte, 16)
 					binary.BigEndian.PutUint64(k, id)
-					if err := b.Put(k, make([]byte, 100)); err != nil {
+					if err := b.Put(k, make([]byte, c.value)); err != nil {
 						return err
 					}
 				}
@@ -61,9 +67,9 @@ func TestAppendsPackLeavesFull(t *testing.T) {
 			t.Fatal(err)
 		}
 		fill := float64(st.LeafInuse) / float64(st.LeafAlloc)
-		t.Logf("%s in %d-key transactions: %d leaves, fill %.2f", c.order, c.perTxn, st.LeafPageN, fill)
+		t.Logf("%s, %d B values in %d-key transactions: %d leaves, fill %.2f", c.order, c.value, c.perTxn, st.LeafPageN, fill)
 		if fill < c.min || fill > c.max {
-			t.Errorf("%s in %d-key transactions: leaf fill %.2f, want %.2f-%.2f", c.order, c.perTxn, fill, c.min, c.max)
+			t.Errorf("%s, %d B values in %d-key transactions: leaf fill %.2f, want %.2f-%.2f", c.order, c.value, c.perTxn, fill, c.min, c.max)
 		}
 	}
 }

@@ -653,13 +653,20 @@ func (t *Tree) splitRegular(n *node) [][]inode {
 	} else if fill > 1 {
 		fill = 1
 	}
+	// minLast is the fewest elements the last part takes.
+	minLast := minKeysPerPart
 	if n.appended && !n.midInsert {
 		// Every insert landed after the node's last element: keys arrive
 		// in order here (a sequence, a log, a time series, a bulk load in
 		// key order), so nothing will be inserted into the parts but the
 		// last, and room left in them would stay empty — bbolt's 50% makes
-		// such files twice their data. Pack them full.
+		// such files twice their data. Pack them full, and let the last
+		// part, where the next appends go, start with one element: a leaf
+		// that holds three values and takes a fourth by one commit would
+		// otherwise be cut two and two, and every leaf of a log appended
+		// one entry per commit would stay two-thirds full.
 		fill = 1
+		minLast = 1
 	}
 	if n.leaf && n.origPages > 1 && !n.appended && !n.midInsert {
 		// A leaf of several pages that this commit updated or deleted
@@ -686,7 +693,8 @@ func (t *Tree) splitRegular(n *node) [][]inode {
 	// random inserts write and keep 1.76x bbolt's pages (bench bulk-load,
 	// 1M random keys in 1,000-key txns: 369 MiB against 209 MiB).
 	//
-	// With full parts, a part that takes the next-to-last element when
+	// With full parts of a node not appended to, a part that takes the
+	// next-to-last element when
 	// the last one does not fit after it cannot be cut again (a part of
 	// one element is not cut off) and overflows into a second page: such
 	// a part ends before the last two elements instead, which then make
@@ -696,10 +704,10 @@ func (t *Tree) splitRegular(n *node) [][]inode {
 		el := es + len(all[i].key) + n.valueSize(i)
 		remaining := len(all) - i
 		full := size+el > threshold
-		if fill == 1 && remaining == minKeysPerPart {
+		if fill == 1 && minLast == minKeysPerPart && remaining == minKeysPerPart {
 			full = size+el+es+len(all[i+1].key)+n.valueSize(i+1) > threshold
 		}
-		if rest > ps && i-start >= minKeysPerPart && remaining >= minKeysPerPart && full {
+		if rest > ps && i-start >= minKeysPerPart && remaining >= minLast && full {
 			parts = append(parts, all[start:i:i])
 			start = i
 			rest -= size - page.HeaderSize
