@@ -210,6 +210,11 @@ type DB struct {
 	// (startBackgroundSync); Close waits for it on bgSyncs.
 	bgSyncing atomic.Bool
 	bgSyncs   sync.WaitGroup
+	// syncWaiters counts the goroutines waiting for a sync point led by
+	// another; closing is set once Close begins. A paced sync point
+	// stops pausing when either is (paceCheckpoint).
+	syncWaiters atomic.Int32
+	closing     atomic.Bool
 
 	// Commit journal (journal.go; docs/design.md §3.8). jfiles are the
 	// two journal files (nil when the DB does not journal) and jw appends
@@ -235,6 +240,10 @@ type DB struct {
 	// joff is set when the journal's files could not be made: commits
 	// then flush the file (errJournalOff).
 	joff atomic.Bool
+	// jbehind is set while the active journal file has passed the switch
+	// size and the other still waits for its checkpoint: that checkpoint
+	// no longer paces itself (paceCheckpoint).
+	jbehind atomic.Bool
 	// jsaltBase is set by Open when the DB journals (see journalSalt):
 	// journals() reports it.
 	jsaltBase []byte
@@ -744,6 +753,7 @@ func (db *DB) Close() error {
 		<-db.bgDone
 		db.bgStop = nil
 	}
+	db.closing.Store(true)
 	db.bgSyncs.Wait()
 	var first error
 	if !db.readOnly && !db.isClosed() && db.latchedErr() == nil {

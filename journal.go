@@ -465,6 +465,7 @@ func (db *DB) switchJournal() error {
 		durable := db.durable
 		db.syncMu.Unlock()
 		if db.jlast[next] > durable {
+			db.jbehind.Store(true)
 			if db.jw.End() < journalMaxBytes {
 				return nil
 			}
@@ -482,6 +483,7 @@ func (db *DB) switchJournal() error {
 	}
 	db.jw, db.jactive = w, next
 	db.jlast[next] = 0
+	db.jbehind.Store(false)
 	return nil
 }
 

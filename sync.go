@@ -234,6 +234,14 @@ func (db *DB) finishSync(job *syncJob) error {
 // durable). It returns early, with nil, when head itself is durable: a
 // transaction above it was taken back.
 func (db *DB) syncThrough(txid uint64, forceFull bool, w *commitChain) error {
+	return db.syncThroughPaced(txid, forceFull, w, false)
+}
+
+// syncThroughPaced is syncThrough; with paced, the sync points it leads
+// write their deferred pages back piece by piece, pausing between pieces
+// while nobody waits for them (paceCheckpoint). Background sync points
+// are paced: no commit is waiting for them.
+func (db *DB) syncThroughPaced(txid uint64, forceFull bool, w *commitChain, paced bool) error {
 	done := func() bool { return db.durable >= txid && (!forceFull || db.flushed >= txid) }
 	db.syncMu.Lock()
 	for {
@@ -248,8 +256,13 @@ func (db *DB) syncThrough(txid uint64, forceFull bool, w *commitChain) error {
 		// taken, so that commits go on meanwhile; prepareSync writes
 		// those of the commits since, under the lock. Writing them
 		// early is safe (pager.WriteDeferred), and a failure leaves them
-		// in the table for prepareSync, which reports it.
-		_ = db.pager.WriteDeferred()
+		// in the table for prepareSync, which reports it. In pieces: a
+		// commit defers its pages through the same pager lock.
+		var between func(lo, hi int64)
+		if paced {
+			between = db.paceCheckpoint
+		}
+		_ = db.pager.WriteDeferredInPieces(deferredPiecePages, between)
 		db.writer.Lock()
 		job, err := db.prepareSync(db.syncKind(forceFull), nil)
 		db.writer.Unlock()
@@ -266,6 +279,34 @@ func (db *DB) syncThrough(txid uint64, forceFull bool, w *commitChain) error {
 		}
 		db.syncMu.Lock()
 	}
+}
+
+// deferredPiecePages is how many deferred pages a sync point writes
+// before it lets a commit through the pager (WriteDeferredInPieces).
+const deferredPiecePages = 64
+
+// maxCheckpointPause bounds one pause of a paced sync point
+// (paceCheckpoint).
+const maxCheckpointPause = 2 * time.Millisecond
+
+// paceCheckpoint runs between the pieces of deferred pages a background
+// sync point writes: it writes the piece back to the device and waits for
+// it, then pauses as long as that took. Written at once, a checkpoint's
+// pages reach the device in one burst at its flush, and every journal
+// flush issued meanwhile queues behind the burst (docs/design.md §3.9);
+// paced, the device serves those flushes between pieces. It does neither
+// while a commit or Sync waits for a sync point, the journal has outrun
+// its checkpoints (db.jbehind), or Close is under way: then the sync
+// point is what someone waits for.
+func (db *DB) paceCheckpoint(lo, hi int64) {
+	if db.syncWaiters.Load() > 0 || db.jbehind.Load() || db.closing.Load() {
+		return
+	}
+	start := time.Now()
+	if !db.pager.WaitWritebackRange(lo, hi) {
+		return
+	}
+	time.Sleep(min(time.Since(start), maxCheckpointPause))
 }
 
 // waitOrLead is the head of the loops of syncThrough and journalThrough,
@@ -290,6 +331,13 @@ func (db *DB) waitOrLead(w *commitChain, done func() bool, turn *bool) (lead boo
 		if !*turn {
 			*turn = true
 			return true, nil
+		}
+		if turn == &db.syncing {
+			// A paced sync point in flight hurries (paceCheckpoint).
+			db.syncWaiters.Add(1)
+			db.syncCond.Wait()
+			db.syncWaiters.Add(-1)
+			continue
 		}
 		db.syncCond.Wait()
 	}
@@ -363,7 +411,7 @@ func (db *DB) startBackgroundSync(txid uint64) {
 	go func() {
 		defer db.bgSyncs.Done()
 		defer db.bgSyncing.Store(false)
-		if err := db.syncThrough(txid, false, nil); err != nil && err != ErrDatabaseNotOpen {
+		if err := db.syncThroughPaced(txid, false, nil, true); err != nil && err != ErrDatabaseNotOpen {
 			db.logger.Errorf("early sync point: %v", err)
 		}
 	}()

@@ -194,8 +194,17 @@ func (t *Table) DropFrom(id page.ID) {
 // is not written. If write fails, the table is left as it was: its entries
 // still serve readers.
 func (t *Table) Flush(write func([]page.Run) error) error {
-	if len(t.runs) == 0 {
-		return nil
+	_, err := t.FlushSome(len(t.runs), 0, write)
+	return err
+}
+
+// FlushSome is Flush for the oldest runs stored since the last Flush: at
+// most maxRuns of them, and no more once they hold maxPages pages still
+// theirs (0: no such bound; at least one run is taken). It returns how
+// many runs it took; the later ones stay for the next call.
+func (t *Table) FlushSome(maxRuns, maxPages int, write func([]page.Run) error) (int, error) {
+	if len(t.runs) == 0 || maxRuns <= 0 {
+		return 0, nil
 	}
 	var out []page.Run
 	type written struct {
@@ -204,7 +213,12 @@ func (t *Table) Flush(write func([]page.Run) error) error {
 		e *entry
 	}
 	var done []written
+	taken := 0
 	for _, s := range t.runs {
+		if taken == maxRuns || (maxPages > 0 && taken > 0 && len(done) >= maxPages) {
+			break
+		}
+		taken++
 		start := -1 // first page of the current piece of s
 		for i := range s.entries {
 			id := s.id + page.ID(i)
@@ -230,7 +244,7 @@ func (t *Table) Flush(write func([]page.Run) error) error {
 	slices.SortFunc(out, page.CompareRuns)
 	if len(out) > 0 {
 		if err := write(out); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	for _, w := range done {
@@ -239,10 +253,14 @@ func (t *Table) Flush(write func([]page.Run) error) error {
 			t.removed(w.e)
 		}
 	}
-	clear(t.runs)
-	t.runs = t.runs[:0]
-	return nil
+	rest := copy(t.runs, t.runs[taken:])
+	clear(t.runs[rest:])
+	t.runs = t.runs[:rest]
+	return taken, nil
 }
+
+// Runs returns the number of runs stored since the last Flush.
+func (t *Table) Runs() int { return len(t.runs) }
 
 // TakeDead returns the buffers of the runs that have no entry left since
 // the last call, and forgets them. Readers that looked a page up before its

@@ -133,10 +133,18 @@ func TestTableModel(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 0x71b))
 	const pages = 3 << chunkShift
 	tb := New(ps)
-	model := map[page.ID][]byte{} // page -> its bytes in the table
-	file := map[page.ID][]byte{}  // page -> the bytes flushed for it
+	// model holds, for each page with an entry, its bytes and the number
+	// of the Put that stored them; pending numbers the Puts since the last
+	// Flush, oldest first (what FlushSome takes from).
+	type modelEntry struct {
+		data []byte
+		put  int
+	}
+	model := map[page.ID]modelEntry{}
+	file := map[page.ID][]byte{} // page -> the bytes flushed for it
+	var pending []int
 	var version byte
-	flushes := 0
+	flushes, partial := 0, 0
 	for op := 0; op < 4000; op++ {
 		switch k := r.IntN(10); {
 		case k < 6:
@@ -147,8 +155,9 @@ func TestTableModel(t *testing.T) {
 			if err := tb.Put([]page.Run{rn}); err != nil {
 				t.Fatal(err)
 			}
+			pending = append(pending, op)
 			for i := 0; i < n; i++ {
-				model[id+page.ID(i)] = rn.Data[i*ps:]
+				model[id+page.ID(i)] = modelEntry{rn.Data[i*ps:], op}
 			}
 		case k < 8:
 			id, n := page.ID(r.IntN(pages)), uint64(1+r.IntN(8))
@@ -167,40 +176,76 @@ func TestTableModel(t *testing.T) {
 		default:
 			flushes++
 			var last page.ID
-			err := tb.Flush(func(runs []page.Run) error {
+			written := map[page.ID]bool{}
+			write := func(runs []page.Run) error {
 				for i, rn := range runs {
 					if i > 0 && rn.ID < last {
 						t.Fatalf("Flush wrote page %d after page %d", rn.ID, last)
 					}
 					for j := 0; j < len(rn.Data)/ps; j++ {
 						file[rn.ID+page.ID(j)] = rn.Data[j*ps : (j+1)*ps]
+						written[rn.ID+page.ID(j)] = true
 					}
 					last = rn.ID + page.ID(len(rn.Data)/ps)
 				}
 				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
 			}
-			for p, b := range model {
-				if got := file[p]; !bytes.Equal(got, b[:ps]) {
-					t.Fatalf("op %d: page %d flushed as version %v, want %d", op, p, got, b[1])
+			taken := len(pending)
+			if r.IntN(2) == 0 {
+				if err := tb.Flush(write); err != nil {
+					t.Fatal(err)
 				}
+			} else {
+				partial++
+				maxRuns, maxPages := 1+r.IntN(len(pending)+1), r.IntN(8)
+				n, err := tb.FlushSome(maxRuns, maxPages, write)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n > maxRuns || n > len(pending) || (n == 0 && len(pending) > 0) {
+					t.Fatalf("op %d: FlushSome(%d, %d) took %d of %d runs", op, maxRuns, maxPages, n, len(pending))
+				}
+				taken = n
 			}
-			clear(model)
+			if tb.Runs() != len(pending)-taken {
+				t.Fatalf("op %d: %d runs left, want %d", op, tb.Runs(), len(pending)-taken)
+			}
+			// Exactly the entries of the runs taken were written.
+			took := map[int]bool{}
+			for _, put := range pending[:taken] {
+				took[put] = true
+			}
+			pending = pending[taken:]
+			want := 0
+			for p, e := range model {
+				if !took[e.put] {
+					if written[p] {
+						t.Fatalf("op %d: page %d written, but its run was not taken", op, p)
+					}
+					continue
+				}
+				want++
+				if got := file[p]; !written[p] || !bytes.Equal(got, e.data[:ps]) {
+					t.Fatalf("op %d: page %d flushed as version %v, want %d", op, p, got, e.data[1])
+				}
+				delete(model, p)
+			}
+			if len(written) != want {
+				t.Fatalf("op %d: %d pages written, want %d", op, len(written), want)
+			}
 		}
 		if int(tb.Pages()) != len(model) {
 			t.Fatalf("op %d: Pages = %d, model has %d", op, tb.Pages(), len(model))
 		}
 		for p := page.ID(0); p < pages; p++ {
-			got, want := tb.Run(p), model[p]
+			got, want := tb.Run(p), model[p].data
 			if (got == nil) != (want == nil) || (got != nil && !bytes.Equal(got[:ps], want[:ps])) {
 				t.Fatalf("op %d: Run(%d) = %d bytes, want %d", op, p, len(got), len(want))
 			}
 		}
 	}
-	if flushes < 100 {
-		t.Fatalf("only %d flushes ran", flushes)
+	if flushes < 100 || partial < 40 {
+		t.Fatalf("only %d flushes ran, %d of them partial", flushes, partial)
 	}
 }
 

@@ -60,6 +60,51 @@ func (p *Pager) WriteDeferred() error {
 	})
 }
 
+// WriteDeferredInPieces writes the pages deferred before the call as
+// WriteDeferred does, in pieces of about piecePages pages, and lets go of
+// the pager between pieces, so that a commit deferring or writing its
+// pages meanwhile waits for one piece at most, not for the whole table.
+// After each piece it calls between, if not nil, with the byte range the
+// piece spans, without the pager's lock. Pages deferred after the call
+// began are left for the next one. If a write fails, the pieces not yet
+// written stay in the table.
+func (p *Pager) WriteDeferredInPieces(piecePages int, between func(lo, hi int64)) error {
+	p.wmu.Lock()
+	left := p.dirty.Runs()
+	p.wmu.Unlock()
+	for left > 0 {
+		var lo, hi int64
+		n, err := p.writeDeferredPiece(left, piecePages, &lo, &hi)
+		if err != nil || n == 0 {
+			return err
+		}
+		left -= n
+		if between != nil && hi > lo {
+			between(lo, hi)
+		}
+	}
+	return nil
+}
+
+// writeDeferredPiece writes the pages of the oldest deferred runs, at most
+// maxRuns of them and about maxPages pages, and sets [*lo, *hi) to the
+// bytes they span. It returns how many runs it took.
+func (p *Pager) writeDeferredPiece(maxRuns, maxPages int, lo, hi *int64) (int, error) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if p.closed.Load() {
+		return 0, ErrClosed
+	}
+	if p.readOnly && p.dirty.Pages() > 0 {
+		return 0, rerrors.ErrDatabaseReadOnly
+	}
+	return p.dirty.FlushSome(maxRuns, maxPages, func(runs []page.Run) error {
+		var err error
+		*lo, *hi, err = p.writeRunsLocked(runs)
+		return err
+	})
+}
+
 // Dirty returns the table of deferred pages, which readers consult before
 // the map.
 func (p *Pager) Dirty() *dirty.Table { return p.dirty }

@@ -106,3 +106,64 @@ func TestCutDropsDeferred(t *testing.T) {
 		}
 	})
 }
+
+// TestWriteDeferredInPieces: the deferred pages are written a piece at a
+// time, between called after each with the bytes it spans; a run deferred
+// between pieces (a commit) stays in the table for the next call, and a
+// direct write between pieces is not undone by a later piece.
+func TestWriteDeferredInPieces(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := b.open(t, identity)
+		p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 16 * ps, GrowSize: 64 * ps})
+		for i := range 6 {
+			id := page.ID(10 + 4*i)
+			if err := p.Defer([]page.Run{{ID: id, Data: pageBytes(id, 2, 1)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var spans [][2]int64
+		err := p.WriteDeferredInPieces(3, func(lo, hi int64) {
+			spans = append(spans, [2]int64{lo, hi})
+			if len(spans) == 1 {
+				// A commit between pieces: a new run, and a direct write
+				// of a page a later piece still holds.
+				if err := p.Defer([]page.Run{{ID: 60, Data: pageBytes(60, 1, 2)}}); err != nil {
+					t.Error(err)
+				}
+				if err := p.WriteRuns([]page.Run{{ID: 31, Data: pageBytes(31, 1, 3)}}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Pieces of about three pages: runs of two pages, taken two at a
+		// time (the bound is reached after the second).
+		if len(spans) != 3 {
+			t.Fatalf("%d pieces, want 3: %v", len(spans), spans)
+		}
+		if spans[0] != [2]int64{10 * ps, 16 * ps} {
+			t.Errorf("first piece spans %v, want pages 10-15", spans[0])
+		}
+		for i := range 6 {
+			id := page.ID(10 + 4*i)
+			want := pageBytes(id, 2, 1)
+			if id == 30 {
+				want = append(pageBytes(30, 2, 1)[:ps:ps], pageBytes(31, 1, 3)...)
+			}
+			if got, err := p.ReadPages(id, 2); err != nil || !bytes.Equal(got, want) {
+				t.Errorf("pages %d-%d after WriteDeferredInPieces do not hold their bytes (%v)", id, id+1, err)
+			}
+		}
+		if p.DeferredPages() != 1 || p.Dirty().Run(60) == nil {
+			t.Fatalf("%d pages deferred after the call, want the one deferred between pieces", p.DeferredPages())
+		}
+		if err := p.WriteDeferredInPieces(3, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := p.ReadPages(60, 1); err != nil || !bytes.Equal(got, pageBytes(60, 1, 2)) || p.DeferredPages() != 0 {
+			t.Fatalf("page 60 not written by the next call (%v)", err)
+		}
+	})
+}

@@ -764,6 +764,17 @@ func (p *Pager) WaitWriteback() {
 	}
 }
 
+// WaitWritebackRange writes the dirty pages of [lo, hi) back and waits for
+// them, as WaitWriteback does for the whole file. It reports false when
+// the file cannot (vfs.WritebackWaiter) or the hint failed.
+func (p *Pager) WaitWritebackRange(lo, hi int64) bool {
+	w, ok := p.f.(vfs.WritebackWaiter)
+	if !ok || p.closed.Load() || hi <= lo {
+		return false
+	}
+	return w.WaitWriteback(lo, hi-lo) == nil
+}
+
 // writeRuns is WriteRuns; it returns the byte range the runs span.
 func (p *Pager) writeRuns(runs []page.Run) (lo, hi int64, err error) {
 	p.wmu.Lock()

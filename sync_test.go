@@ -1,0 +1,88 @@
+package rivet
+
+import (
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rivetkv/rivet/internal/vfs"
+)
+
+// waitbackFS gives the database file a WaitWriteback that counts its
+// calls, as an OS file on Linux has (sync_file_range).
+type waitbackFS struct {
+	vfs.FS
+	calls atomic.Int64
+}
+
+func (w *waitbackFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := w.FS.OpenFile(name, flag, perm)
+	if err != nil || name != "/db" {
+		return f, err
+	}
+	return &waitbackFile{File: f, calls: &w.calls}, nil
+}
+
+type waitbackFile struct {
+	vfs.File
+	calls *atomic.Int64
+}
+
+func (f *waitbackFile) WaitWriteback(off, n int64) error {
+	f.calls.Add(1)
+	return nil
+}
+
+// TestPaceCheckpoint: a background sync point writes its deferred pages
+// back piece by piece, waiting for each (docs/design.md §3.9), and stops
+// pausing while a sync point is waited for, the journal is behind its
+// checkpoints, or Close is under way.
+func TestPaceCheckpoint(t *testing.T) {
+	fs := &waitbackFS{FS: vfs.NewCrashable()}
+	db, err := openFS(fs, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		mustCheck(t, db)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}()
+
+	paces := func(what string, want bool) {
+		t.Helper()
+		before := fs.calls.Load()
+		db.paceCheckpoint(0, 4096)
+		if got := fs.calls.Load() > before; got != want {
+			t.Errorf("%s: paced %v, want %v", what, got, want)
+		}
+	}
+	paces("nobody waiting", true)
+	db.syncWaiters.Add(1)
+	paces("a sync point waited for", false)
+	db.syncWaiters.Add(-1)
+	db.jbehind.Store(true)
+	paces("the journal behind its checkpoints", false)
+	db.jbehind.Store(false)
+
+	// A background sync point after journaled commits, which deferred
+	// their pages, paces them.
+	journalPuts(t, db, 0, 100)
+	if db.pager.DeferredPages() == 0 {
+		t.Fatal("no deferred pages after 100 journaled one-key commits")
+	}
+	before := fs.calls.Load()
+	db.startBackgroundSync(db.headTxid())
+	db.bgSyncs.Wait()
+	if fs.calls.Load() == before {
+		t.Error("the background sync point did not pace its pages")
+	}
+	if db.pager.DeferredPages() != 0 {
+		t.Errorf("%d pages still deferred after the sync point", db.pager.DeferredPages())
+	}
+
+	db.closing.Store(true)
+	paces("closing", false)
+	db.closing.Store(false)
+}
