@@ -237,6 +237,11 @@ type DB struct {
 	jbarrier uint64
 	jsalt    uint64
 	jready   atomic.Bool
+	// jbatch and jspare are buffers kept for reuse, guarded by writer: the
+	// last journal write's batch, and records journal writes are done with
+	// (takeJournalBuffer).
+	jbatch []byte
+	jspare [][]byte
 	// joff is set when the journal's files could not be made: commits
 	// then flush the file (errJournalOff).
 	joff atomic.Bool

@@ -344,6 +344,39 @@ func (db *DB) queueJournal(tx *Tx, logged bool) {
 	db.jqueue = append(db.jqueue, journalEntry{txid: tx.txid, payload: notLoggedRecord})
 }
 
+// maxKeptJournalBuffer bounds the journal buffers kept for reuse (a
+// write transaction's record, a journal write's batch): larger ones, of
+// the rare large transaction, go to the garbage collector.
+const maxKeptJournalBuffer = 64 << 10
+
+// maxSpareJournalBuffers bounds how many records' buffers wait for reuse:
+// one per commit a journal write covers, up to a group's worth.
+const maxSpareJournalBuffers = 64
+
+// takeJournalBuffer returns an empty buffer for a write transaction's
+// record, reusing one a journal write is done with. The caller holds the
+// writer lock.
+func (db *DB) takeJournalBuffer() []byte {
+	n := len(db.jspare)
+	if n == 0 {
+		return nil
+	}
+	b := db.jspare[n-1]
+	db.jspare[n-1] = nil
+	db.jspare = db.jspare[:n-1]
+	return b[:0]
+}
+
+// recycleJournalBuffer keeps b, a record a journal write has copied into
+// its batch, for a later transaction. The caller holds the writer lock.
+func (db *DB) recycleJournalBuffer(b []byte) {
+	if cap(b) == 0 || cap(b) > maxKeptJournalBuffer || len(db.jspare) >= maxSpareJournalBuffers || &b[:1][0] == &notLoggedRecord[0] {
+		// The marker of commits without a record is shared: never reused.
+		return
+	}
+	db.jspare = append(db.jspare, b)
+}
+
 // notLoggedRecord is the payload of a transaction that changed data
 // without a record.
 var notLoggedRecord = journal.AppendOp(nil, &journal.Op{Kind: journal.OpNotLogged})
@@ -416,9 +449,13 @@ func (db *DB) writeJournal() (*journalJob, error) {
 	// One record for the whole write (journal.AppendEntry): a write that
 	// fails part way then leaves nothing that recovery could take for a
 	// commit.
-	var batch []byte
+	batch := db.jbatch[:0]
 	for _, e := range entries {
 		batch = journal.AppendEntry(batch, e.txid, e.payload)
+		db.recycleJournalBuffer(e.payload)
+	}
+	if cap(batch) <= maxKeptJournalBuffer {
+		db.jbatch = batch
 	}
 	recs := []journal.Record{{Txid: entries[len(entries)-1].txid, Payload: batch}}
 	end := db.jw.End()

@@ -30,6 +30,9 @@ func (tx *Tx) logOp(op *journal.Op) {
 	if !tx.journaling {
 		return
 	}
+	if tx.jlog == nil {
+		tx.jlog = tx.db.takeJournalBuffer()
+	}
 	tx.jlog = journal.AppendOp(tx.jlog, op)
 	if len(tx.jlog) > maxJournalRecord {
 		tx.journaling = false
