@@ -210,6 +210,9 @@ type DB struct {
 	// (startBackgroundSync); Close waits for it on bgSyncs.
 	bgSyncing atomic.Bool
 	bgSyncs   sync.WaitGroup
+	// bgWant is the newest txid a background sync point was asked to
+	// cover (startBackgroundSync).
+	bgWant atomic.Uint64
 	// syncWaiters counts the goroutines waiting for a sync point led by
 	// another; closing is set once Close begins. A paced sync point
 	// stops pausing when either is (paceCheckpoint).

@@ -297,9 +297,12 @@ const maxCheckpointPause = 2 * time.Millisecond
 // paced, the device serves those flushes between pieces. It does neither
 // while a commit or Sync waits for a sync point, the journal has outrun
 // its checkpoints (db.jbehind), or Close is under way: then the sync
-// point is what someone waits for.
+// point is what someone waits for. Nor while the deferred pages pass a
+// quarter of their bound: commits defer pages faster than a paced sync
+// point writes them, and at the bound a commit would write them all.
 func (db *DB) paceCheckpoint(lo, hi int64) {
-	if db.syncWaiters.Load() > 0 || db.jbehind.Load() || db.closing.Load() {
+	if db.syncWaiters.Load() > 0 || db.jbehind.Load() || db.closing.Load() ||
+		db.pager.DeferredPages()*int64(db.pageSize) > maxDeferredBytes/4 {
 		return
 	}
 	start := time.Now()
@@ -401,18 +404,39 @@ const maxGroupDelay = time.Millisecond
 const lingerQuiet = 50 * time.Microsecond
 
 // startBackgroundSync starts a sync point covering txid on its own
-// goroutine, unless one started this way is still running. The committing
-// transaction does not wait for it (Periodic and None; see commit).
+// goroutine. The committing transaction does not wait for it (Periodic and
+// None, a journal switch; see commit). While one started this way runs, a
+// request is not dropped: the running goroutine takes it up when it is
+// done (a request that came as it finished would otherwise find it still
+// marked running, and a journal switch would be left without the
+// checkpoint that frees the other file).
 func (db *DB) startBackgroundSync(txid uint64) {
+	for {
+		w := db.bgWant.Load()
+		if w >= txid || db.bgWant.CompareAndSwap(w, txid) {
+			break
+		}
+	}
 	if !db.bgSyncing.CompareAndSwap(false, true) {
 		return
 	}
 	db.bgSyncs.Add(1)
 	go func() {
 		defer db.bgSyncs.Done()
-		defer db.bgSyncing.Store(false)
-		if err := db.syncThroughPaced(txid, false, nil, true); err != nil && err != ErrDatabaseNotOpen {
-			db.logger.Errorf("early sync point: %v", err)
+		for {
+			want := db.bgWant.Load()
+			err := db.syncThroughPaced(want, false, nil, true)
+			if err != nil && err != ErrDatabaseNotOpen {
+				db.logger.Errorf("early sync point: %v", err)
+			}
+			db.bgSyncing.Store(false)
+			// Invariant: a request stored in bgWant before the store
+			// above is seen by the load below; one stored after it
+			// finds bgSyncing false and starts its own goroutine, or
+			// this one takes it up (the swap below picks one of them).
+			if err != nil || db.bgWant.Load() <= want || !db.bgSyncing.CompareAndSwap(false, true) {
+				return
+			}
 		}
 	}()
 }

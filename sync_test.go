@@ -1,6 +1,7 @@
 package rivet
 
 import (
+	"fmt"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -85,4 +86,58 @@ func TestPaceCheckpoint(t *testing.T) {
 	db.closing.Store(true)
 	paces("closing", false)
 	db.closing.Store(false)
+}
+
+// TestBackgroundSyncTakesUpRequests: a background sync point asked for
+// while another runs is not dropped: the running one covers it when it is
+// done.
+func TestBackgroundSyncTakesUpRequests(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var blocking atomic.Bool
+	fs := &hookFS{FS: vfs.NewCrashable(), beforeOn: func(name, op string) {
+		if name == "/db" && op == "sync" && blocking.CompareAndSwap(true, false) {
+			close(entered)
+			<-release
+		}
+	}}
+	db, err := openFS(fs, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize, Durability: None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		mustCheck(t, db)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	put := func(i int) uint64 {
+		t.Helper()
+		if err := db.Update(func(tx *Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("b"))
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte(fmt.Sprint(i)), []byte("v"))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return db.headTxid()
+	}
+	durable := func() uint64 {
+		db.syncMu.Lock()
+		defer db.syncMu.Unlock()
+		return db.durable
+	}
+
+	first := put(1)
+	blocking.Store(true)
+	db.startBackgroundSync(first)
+	<-entered // the first sync point is in its flush
+	second := put(2)
+	db.startBackgroundSync(second)
+	close(release)
+	db.bgSyncs.Wait()
+	if got := durable(); got < second {
+		t.Fatalf("durable txid %d after both requests, want %d: the second request was dropped", got, second)
+	}
 }
