@@ -40,16 +40,7 @@ func (f *waitbackFile) WaitWriteback(off, n int64) error {
 // checkpoints, or Close is under way.
 func TestPaceCheckpoint(t *testing.T) {
 	fs := &waitbackFS{FS: vfs.NewCrashable()}
-	db, err := openFS(fs, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		mustCheck(t, db)
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}()
+	db := openCheckedFS(t, fs, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
 
 	paces := func(what string, want bool) {
 		t.Helper()
@@ -100,16 +91,7 @@ func TestBackgroundSyncTakesUpRequests(t *testing.T) {
 			<-release
 		}
 	}}
-	db, err := openFS(fs, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize, Durability: None})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		mustCheck(t, db)
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}()
+	db := openCheckedFS(t, fs, &Options{PageSize: 1024, InitialMmapSize: memMapSize, Durability: None})
 	put := func(i int) uint64 {
 		t.Helper()
 		if err := db.Update(func(tx *Tx) error {
@@ -140,4 +122,20 @@ func TestBackgroundSyncTakesUpRequests(t *testing.T) {
 	if got := durable(); got < second {
 		t.Fatalf("durable txid %d after both requests, want %d: the second request was dropped", got, second)
 	}
+}
+
+// openCheckedFS opens /db on fs; the test's cleanup checks and closes it.
+func openCheckedFS(t *testing.T, fs vfs.FS, opts *Options) *DB {
+	t.Helper()
+	db, err := openFS(fs, "/db", 0o600, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		mustCheck(t, db)
+		if err := db.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return db
 }
