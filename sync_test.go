@@ -94,15 +94,7 @@ func TestBackgroundSyncTakesUpRequests(t *testing.T) {
 	db := openCheckedFS(t, fs, &Options{PageSize: 1024, InitialMmapSize: memMapSize, Durability: None})
 	put := func(i int) uint64 {
 		t.Helper()
-		if err := db.Update(func(tx *Tx) error {
-			b, err := tx.CreateBucketIfNotExists([]byte("b"))
-			if err != nil {
-				return err
-			}
-			return b.Put([]byte(fmt.Sprint(i)), []byte("v"))
-		}); err != nil {
-			t.Fatal(err)
-		}
+		mustPutOne(t, db, "b", fmt.Sprint(i), "v")
 		return db.headTxid()
 	}
 	durable := func() uint64 {

@@ -7,12 +7,15 @@ import (
 	"github.com/rivetkv/rivet/internal/page"
 )
 
+// deferredOptions opens the pagers of these tests.
+var deferredOptions = Options{PageSize: ps, InitialMmapSize: 16 * ps, GrowSize: 64 * ps}
+
 // TestDeferAndWriteDeferred: a deferred run is in the table and not in the
 // file until WriteDeferred, which writes it and empties the table.
 func TestDeferAndWriteDeferred(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		f := b.open(t, identity)
-		p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 16 * ps, GrowSize: 64 * ps})
+		p := mustOpen(t, f, deferredOptions)
 		if err := p.Defer([]page.Run{{ID: 20, Data: pageBytes(20, 2, 1)}}); err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +49,7 @@ func TestDeferAndWriteDeferred(t *testing.T) {
 func TestDirectWriteSupersedesDeferred(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		f := b.open(t, identity)
-		p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 16 * ps, GrowSize: 64 * ps})
+		p := mustOpen(t, f, deferredOptions)
 		if err := p.Defer([]page.Run{{ID: 10, Data: pageBytes(10, 3, 1)}}); err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +75,7 @@ func TestDirectWriteSupersedesDeferred(t *testing.T) {
 func TestCutDropsDeferred(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		f := b.open(t, identity)
-		p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 16 * ps, GrowSize: 64 * ps})
+		p := mustOpen(t, f, deferredOptions)
 		if err := p.Defer([]page.Run{{ID: 90, Data: pageBytes(90, 1, 1)}}); err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +117,7 @@ func TestCutDropsDeferred(t *testing.T) {
 func TestWriteDeferredInPieces(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		f := b.open(t, identity)
-		p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 16 * ps, GrowSize: 64 * ps})
+		p := mustOpen(t, f, deferredOptions)
 		for i := range 6 {
 			id := page.ID(10 + 4*i)
 			if err := p.Defer([]page.Run{{ID: id, Data: pageBytes(id, 2, 1)}}); err != nil {
