@@ -502,6 +502,11 @@ func (db *DB) beginRW() (*Tx, error) {
 	// may begin on it before the next transaction begins, so its pages are
 	// held as a reader's are.
 	pending := db.jpublishing.Load()
+	if len(held) > 0 && pending <= held[0].Txid {
+		// A newer state is published already: Publish refuses this one,
+		// so no reader will begin on it.
+		pending = 0
+	}
 	// The same bound for young frees (spacemap.ReleaseYoung): every held
 	// state, the newest included for the readers that begin later.
 	snaps := db.snapshotBuf[:0]
