@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"runtime"
 	"time"
 
@@ -90,7 +91,12 @@ func (db *DB) CompactWith(ctx context.Context, opts *CompactOptions) (int64, err
 	if err := db.compactPass(ctx, run, repackPass, 0); err != nil {
 		return released(), err
 	}
-	for range maxRelocationPasses {
+	// Relocate until nothing is left above the target. The target moves
+	// with the application's writes, and a writer that finds no free run
+	// below it for a multi-page value takes one above, so the check comes
+	// again after every pass, right before the cut: a pass that found
+	// nothing to move would only delay the cut and widen that window.
+	for pass := 0; ; pass++ {
 		// The previous pass's frees become allocatable once a sync point
 		// covers them (and no reader older than them remains).
 		if err := db.Sync(); err != nil {
@@ -104,21 +110,28 @@ func (db *DB) CompactWith(ctx context.Context, opts *CompactOptions) (int64, err
 		if err != nil {
 			return released(), err
 		}
+		if inUse == 0 || pass == maxRelocationPasses {
+			break
+		}
 		run.setPhase("relocate", inUse)
 		if err := db.compactPass(ctx, run, relocatePass, limit); err != nil {
 			return released(), err
 		}
 	}
 	run.setPhase("cut", 0)
-	if err := db.Sync(); err != nil {
-		return released(), err
-	}
+	// The last steps freed the top of the file (a pass moves the newest
+	// keys last, and appended keys lie at the top), and those pages stay
+	// pending while a reader holds a state from before them.
+	db.waitForReaders(db.headTxid(), compactReaderWait)
 	if err := db.shrinkTail(run); err != nil {
 		return released(), err
 	}
 	if err := db.Sync(); err != nil {
 		return released(), err
 	}
+	// The file is not cut below the HWM of a state a reader holds: the
+	// readers that began before the shrink are let move on first.
+	db.waitForReaders(db.headTxid(), compactReaderWait)
 	return released(), db.truncateTail(run, true)
 }
 
@@ -250,8 +263,8 @@ func (db *DB) inUseFrom(limit page.ID) (uint64, error) {
 }
 
 // maxRelocationPasses bounds the relocation passes of one Compact: a pass
-// moves everything above its target unless the application's writes meanwhile
-// grow the database past it, so a second one is rare and a third rarer.
+// moves everything above its target, and the next only what the
+// application's writes put above the new target meanwhile.
 const maxRelocationPasses = 3
 
 // headHWM returns the high-water mark of the newest committed state.
@@ -567,6 +580,30 @@ func touchForRepack(b *Bucket, keys [][]byte) error {
 		}
 	}
 	return nil
+}
+
+// compactReaderWait bounds how long Compact waits for readers to leave
+// older states, before the shrink (their frees stay pending while they
+// are held) and before the cut (the file keeps the pages they can reach):
+// readers that hold a state longer (a backup, a long scan) leave those
+// pages where they are, and the file that much longer.
+const compactReaderWait = 50 * time.Millisecond
+
+// waitForReaders waits, at most d, until every open read transaction
+// began on a state of txid or newer.
+func (db *DB) waitForReaders(txid uint64, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for {
+		held := db.readers.Held(nil)
+		oldest := uint64(math.MaxUint64)
+		for _, m := range held {
+			oldest = min(oldest, m.Txid)
+		}
+		if oldest >= txid || !time.Now().Before(deadline) {
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // shrinkTail lowers the high-water mark to the start of the free tail, in a

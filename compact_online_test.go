@@ -655,3 +655,48 @@ func TestNextTruncateChunk(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitForReaders: Compact's wait before its cut returns once every
+// read transaction began on the given state or a newer one, and no later
+// than its bound while an older one stays open.
+func TestWaitForReaders(t *testing.T) {
+	db := openTestDB(t, nil)
+	mustPutOne(t, db.DB, "b", "k", "v0")
+	old, err := db.Begin(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPutOne(t, db.DB, "b", "k", "v1")
+	head := db.headTxid()
+
+	start := time.Now()
+	db.waitForReaders(head, 30*time.Millisecond)
+	if d := time.Since(start); d < 30*time.Millisecond {
+		t.Errorf("returned after %v with an older reader open, want its bound 30ms", d)
+	}
+
+	done := make(chan struct{})
+	go func() {
+		db.waitForReaders(head, time.Minute)
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("returned while an older reader is open")
+	case <-time.After(20 * time.Millisecond):
+	}
+	// A reader on the newest state does not hold it up.
+	cur, err := db.Begin(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Rollback()
+	if err := old.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting after the older reader ended")
+	}
+}
