@@ -239,7 +239,9 @@ func (tx *Tx) commit() (committed, error) {
 	tx.spaceEnded = true
 	db.head = head
 	db.commits.Add(1)
-	db.unsyncedCommits.Add(1)
+	if !tx.lazy {
+		db.unsyncedCommits.Add(1)
+	}
 
 	c := committed{}
 	if syncs {

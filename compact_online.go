@@ -435,7 +435,7 @@ const (
 // and returns where the next step starts (nil: the pass is done).
 // held is how long the step held the writer lock.
 func (db *DB) compactStep(run *compactRun, pass compactPassFunc, limit page.ID, level int, pos *compactPos) (_ *compactPos, held time.Duration, err error) {
-	tx, err := db.beginRW()
+	tx, err := db.beginRWAs(false)
 	if err != nil {
 		return nil, 0, err
 	}

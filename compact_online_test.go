@@ -700,3 +700,41 @@ func TestWaitForReaders(t *testing.T) {
 		t.Fatal("still waiting after the older reader ended")
 	}
 }
+
+// TestCompactStepsLeaveCommitsLone: a compaction step waits for no flush,
+// so it does not count among the commits a journal write or sync point
+// takes up, nor among the writers waiting for the lock; a durable commit
+// that follows one still leads its own journal write at once, covering
+// itself alone, rather than joining a group and lingering for more.
+func TestCompactStepsLeaveCommitsLone(t *testing.T) {
+	db := openTestDB(t, nil)
+	for i := range 3 {
+		mustPutOne(t, db.DB, "b", fmt.Sprint("k", i), "v")
+	}
+	if !db.jready.Load() || db.joff.Load() {
+		t.Fatal("the default options commit through no journal")
+	}
+	// A step's transaction, as compactStep makes it: here it only moves
+	// nothing and commits the free-space map's operations.
+	tx, err := db.beginRWAs(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.lazy = true
+	tx.journaling = false
+	tx.spaceOps++
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n := db.unsyncedCommits.Load(); n != 0 {
+		t.Errorf("a compaction step counts as %d commits waiting for a flush, want 0", n)
+	}
+	before := db.Stats()
+	mustPutOne(t, db.DB, "b", "k", "after the step")
+	if d := db.Stats().JournalWrites - before.JournalWrites; d != 1 {
+		t.Fatalf("%d journal writes for one durable commit", d)
+	}
+	if n := db.lastSyncCommits.Load(); n != 1 {
+		t.Errorf("the journal write after a step covered %d commits, want 1 (itself)", n)
+	}
+}

@@ -171,8 +171,9 @@ type DB struct {
 	metaBuf []byte
 	// nodePool lends the writer's materialised nodes their element arrays.
 	nodePool btree.NodePool
-	// writersWaiting counts callers of beginRW waiting for the writer lock
-	// (atomic): a lone committer leads its sync point only when nobody
+	// writersWaiting counts the application's callers of beginRW, and
+	// journal leaders, waiting for the writer lock (atomic): a lone
+	// committer leads its sync point or journal write only when nobody
 	// waits, and compaction lets them go before its next step.
 	writersWaiting atomic.Int32
 	// earlyWritePages, if positive, replaces btree.EarlyWritePages, so
@@ -200,9 +201,13 @@ type DB struct {
 	lastFullSync time.Time // Barrier: when the last full flush returned
 	flushed      uint64
 	// Atomics the commit path reads without syncMu. unsyncedCommits
-	// counts the commits since the last sync point was prepared (a sync
-	// leader lingers while it grows); lastSyncCommits is how many commits
-	// the last sync point covered; lastFlushNs is how long its flush took.
+	// counts the commits since the last sync point or journal write was
+	// prepared (a sync leader lingers while it grows), compaction's steps
+	// excepted: they wait for no flush, and counted they would make every
+	// commit during a compaction join a group, lingering, when it could
+	// lead its flush at once. lastSyncCommits is how many commits the last
+	// sync point or journal write covered; lastFlushNs is how long its
+	// flush took.
 	unsyncedCommits atomic.Int64
 	lastSyncCommits atomic.Int64
 	lastFlushNs     atomic.Int64
@@ -470,13 +475,23 @@ func (db *DB) endRO(tx *Tx) {
 	}
 }
 
-func (db *DB) beginRW() (*Tx, error) {
+func (db *DB) beginRW() (*Tx, error) { return db.beginRWAs(true) }
+
+// beginRWAs begins a write transaction; counted says whether the caller
+// counts in writersWaiting while it waits for the writer lock: the
+// application's transactions do, compaction's steps do not (they give
+// way to the others, not the reverse).
+func (db *DB) beginRWAs(counted bool) (*Tx, error) {
 	if db.readOnly {
 		return nil, ErrDatabaseReadOnly
 	}
-	db.writersWaiting.Add(1)
-	db.writer.Lock()
-	db.writersWaiting.Add(-1)
+	if counted {
+		db.writersWaiting.Add(1)
+		db.writer.Lock()
+		db.writersWaiting.Add(-1)
+	} else {
+		db.writer.Lock()
+	}
 	db.mu.Lock()
 	opened, latched := db.opened, db.latched
 	db.mu.Unlock()

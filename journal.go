@@ -564,7 +564,10 @@ func (db *DB) journalThrough(txid uint64, w *commitChain) error {
 		}
 
 		db.lingerForCommits()
+		// Counted as a waiting writer: compaction lets it go first.
+		db.writersWaiting.Add(1)
 		db.writer.Lock()
+		db.writersWaiting.Add(-1)
 		job, err := db.writeJournal()
 		db.writer.Unlock()
 		if err == errJournalOff || err == errJournalBarrier {

@@ -168,7 +168,9 @@ func (db *DB) abortSync(img *spacemap.SyncImage, err error) error {
 	err = fmt.Errorf("rivet: sync point failed to write (commits rolled back: %d): %w", undone, err)
 	db.head = db.base
 	db.dropJournalAfter(db.base.Txid)
-	db.unsyncedCommits.Add(-int64(undone))
+	// undone may count compaction steps, which unsyncedCommits does not;
+	// the writer lock keeps commits from changing it meanwhile.
+	db.unsyncedCommits.Store(max(0, db.unsyncedCommits.Load()-int64(undone)))
 	db.commits.Add(-int64(undone))
 	if db.chain != nil {
 		db.syncMu.Lock()
