@@ -129,7 +129,7 @@ type Pager struct {
 
 	closed atomic.Bool
 	// size caches the file size in bytes, -1 until first needed. It only
-	// rises (noteSize), except in Truncate.
+	// rises (noteSize), except in Truncate and Cut.
 	// Invariant: size <= the real file size. In a writable pager only grow
 	// and Truncate change the file's size (WriteRuns grows before writing,
 	// so writes never extend the file), which keeps the cache exact there.
@@ -158,6 +158,14 @@ type Pager struct {
 	// the file to cover them first). Both are guarded by wmu.
 	cutting  bool
 	cutFloor int64
+	// cutMu is held by Cut while the file system cuts the file, which can
+	// take many milliseconds (it frees, and may discard, what it drops);
+	// Cut lets go of wmu meanwhile, so that writes below the cut, deferrals
+	// and mappings that need no growth go on. What changes the file's size
+	// otherwise (grow, Truncate, Close) takes cutMu under wmu first.
+	// Invariant: while Cut holds cutMu, size is already the size it cuts
+	// to, and every page a state can reach lies below it.
+	cutMu sync.Mutex
 
 	// dirty holds the runs Defer stored and no write has replaced: pages
 	// of committed states the file does not have yet (WriteDeferred).
@@ -532,6 +540,12 @@ func (p *Pager) grow(need int64) error {
 	if p.cutting {
 		p.cutFloor = max(p.cutFloor, need)
 	}
+	if need > p.size.Load() {
+		// The file may be being cut (Cut lowers size first): let the cut
+		// finish before asking the file its size and extending it.
+		p.cutMu.Lock()
+		defer p.cutMu.Unlock()
+	}
 	size, err := p.fileSize(need)
 	if err != nil {
 		return err
@@ -594,6 +608,8 @@ func (p *Pager) SetMaxSize(size int64) {
 func (p *Pager) Truncate(size int64) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
+	p.cutMu.Lock()
+	defer p.cutMu.Unlock()
 	if err := p.writable(); err != nil {
 		return err
 	}
@@ -621,20 +637,22 @@ func (p *Pager) BeginCut(size int64) {
 // Cut cuts at most chunk bytes (a positive number) off the file toward
 // the size BeginCut set, raised by what was written or mapped since; more
 // reports that the file is still longer than that. Once Cut returns with
-// more false, the cut is over: a later one needs BeginCut again. Writes
-// wait for a Cut in progress, here and in the kernel, which serialises
-// them (and page faults on the mapping) with the file's size change.
+// more false, the cut is over: a later one needs BeginCut again. A grow
+// waits for a Cut in progress (cutMu); writes below the cut do not, here,
+// though the kernel may serialise them with the file's size change.
 func (p *Pager) Cut(chunk int64) (more bool, err error) {
 	p.wmu.Lock()
-	defer p.wmu.Unlock()
 	if err := p.writable(); err != nil {
+		p.wmu.Unlock()
 		return false, err
 	}
 	if !p.cutting {
+		p.wmu.Unlock()
 		return false, nil
 	}
 	cur, err := p.f.Size()
 	if err != nil {
+		p.wmu.Unlock()
 		return false, err
 	}
 	to := p.cutFloor
@@ -642,10 +660,28 @@ func (p *Pager) Cut(chunk int64) (more bool, err error) {
 		to = max(cur-chunk-(cur-chunk)%p.ps, p.cutFloor)
 		more = true
 	}
-	if err := p.truncate(cur, to); err != nil {
+	if to >= cur {
+		p.cutting = more
+		p.wmu.Unlock()
+		return more, nil
+	}
+	// Pages past the end are free in every state that can be read, and
+	// size comes down before the file does, so a grow from now on waits
+	// for the cut (cutMu) before it extends the file.
+	p.dirty.DropFrom(page.ID((to + p.ps - 1) / p.ps))
+	p.size.Store(to)
+	p.cutMu.Lock()
+	p.wmu.Unlock()
+	err = p.f.Truncate(to)
+	p.cutMu.Unlock()
+	if err != nil {
+		// The file may be anything from to to cur bytes long: size stays
+		// at to, below it, and a grow asks the file again.
 		return false, err
 	}
-	p.cutting = more
+	p.wmu.Lock()
+	p.cutting = more && p.cutting
+	p.wmu.Unlock()
 	return more, nil
 }
 
@@ -662,7 +698,7 @@ func (p *Pager) writable() error {
 }
 
 // truncate cuts the file, cur bytes long, to size bytes if that is
-// shorter. The caller holds wmu.
+// shorter. The caller holds wmu and cutMu.
 func (p *Pager) truncate(cur, size int64) error {
 	if size >= cur {
 		return nil
@@ -971,6 +1007,9 @@ func (p *Pager) Stats() Stats {
 func (p *Pager) Close() error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
+	// A cut in progress finishes before the file closes.
+	p.cutMu.Lock()
+	defer p.cutMu.Unlock()
 	if !p.closed.CompareAndSwap(false, true) {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	rerrors "github.com/rivetkv/rivet/errors"
 	"github.com/rivetkv/rivet/internal/page"
@@ -966,6 +967,104 @@ func TestDefaultReserveOnOS(t *testing.T) {
 	if size, _ := f.Size(); size != (20000+20000/16)*ps {
 		t.Fatalf("file size %d after one more page, want no growth", size)
 	}
+}
+
+// cutGateFS holds every Truncate that shrinks a file until release is
+// closed, after signalling entered: a slow cut, as a file system that
+// frees and discards what it drops makes.
+type cutGateFS struct {
+	vfs.FS
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (fs *cutGateFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := fs.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &cutGateFile{File: f, fs: fs}, nil
+}
+
+type cutGateFile struct {
+	vfs.File
+	fs *cutGateFS
+}
+
+func (f *cutGateFile) Truncate(size int64) error {
+	if cur, err := f.File.Size(); err == nil && size < cur {
+		f.fs.entered <- struct{}{}
+		<-f.fs.release
+	}
+	return f.File.Truncate(size)
+}
+
+// TestCutLetsWritesThrough: while the file system cuts the file, writes
+// below the cut, deferrals and mappings that need no growth go on; a grow
+// waits for the cut to end, and the file then covers it.
+func TestCutLetsWritesThrough(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		gate := &cutGateFS{entered: make(chan struct{}, 1), release: make(chan struct{})}
+		f := b.open(t, func(fs vfs.FS) vfs.FS { gate.FS = fs; return gate })
+		p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 16 * ps, GrowSize: 64 * ps})
+		if err := p.WriteRuns([]page.Run{{ID: 0, Data: pageBytes(0, 4, 1)}, {ID: 100, Data: pageBytes(100, 1, 1)}}); err != nil {
+			t.Fatal(err)
+		}
+		p.BeginCut(50 * ps)
+		cut := make(chan error, 1)
+		go func() {
+			_, err := p.Cut(1 << 30)
+			cut <- err
+		}()
+		<-gate.entered
+		within := func(what string, fn func() error) {
+			t.Helper()
+			done := make(chan error, 1)
+			go func() { done <- fn() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("%s during the cut: %v", what, err)
+				}
+			case <-time.After(10 * time.Second):
+				close(gate.release)
+				t.Fatalf("%s waited for the cut", what)
+			}
+		}
+		within("WriteRuns below the cut", func() error { return p.WriteRuns([]page.Run{{ID: 20, Data: pageBytes(20, 1, 2)}}) })
+		within("Defer below the cut", func() error { return p.Defer([]page.Run{{ID: 30, Data: pageBytes(30, 1, 2)}}) })
+		within("EnsureMapped below the cut", func() error { return p.EnsureMapped(45) })
+
+		grown := make(chan error, 1)
+		go func() { grown <- p.EnsureMapped(300) }()
+		select {
+		case err := <-grown:
+			t.Fatalf("a grow past the cut returned (%v) while the file was being cut", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		close(gate.release)
+		if err := <-cut; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-grown; err != nil {
+			t.Fatal(err)
+		}
+		if size, _ := f.Size(); size < 300*ps {
+			t.Fatalf("file of %d pages after a grow to 300 that waited for the cut", size/ps)
+		}
+		if err := p.WriteDeferred(); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			id  page.ID
+			tag byte
+		}{{20, 2}, {30, 2}, {0, 1}} {
+			got, err := p.ReadPages(c.id, 1)
+			if err != nil || !bytes.Equal(got, pageBytes(c.id, 1, c.tag)) {
+				t.Fatalf("page %d after the cut: %v", c.id, err)
+			}
+		}
+	})
 }
 
 // TestCutKeepsLaterWrites: a cut begun at one size goes down a piece per
