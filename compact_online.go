@@ -724,10 +724,15 @@ func nextTruncateChunk(chunk int64, held time.Duration) int64 {
 }
 
 // Bounds of truncateTail's pieces: the time one aims to take, and the
-// first, least and most it cuts at once.
+// first, least and most it cuts at once. The time is short because a
+// piece is one system call, and Go lets another goroutine have the
+// processor of one blocked in a system call only once its monitor thread
+// notices (which it does less often, up to every 10 ms, the longer it
+// finds nothing to do): a goroutine queued on compaction's processor, such
+// as a reader that yielded, waits for the whole piece.
 const (
-	truncateHold       = 8 * time.Millisecond
-	truncateFirstChunk = 16 << 20
+	truncateHold       = 2 * time.Millisecond
+	truncateFirstChunk = 4 << 20
 	truncateMinChunk   = 1 << 20
 	truncateMaxChunk   = 256 << 20
 )
