@@ -370,14 +370,11 @@ func (db *DB) compactPass(ctx context.Context, run *compactRun, pass compactPass
 }
 
 // yieldToWriters lets the application's writers go between two
-// compaction steps. It waits while writers wait for the writer lock (Go's
-// mutex is not FIFO, and a compaction looping over steps would otherwise
-// often win it again) or a sync point is in flight (a step run meanwhile
-// adds its pages to the flush after it, which a durable writer then waits
-// for), but for at most compactYieldShare times as long as the last step
-// held the writer lock, and between compactMinYield and compactYield.
-// Writers that commit back to back leave the lock and the flush idle only
-// for microseconds, so a wait until both are idle would end only at its
+// compaction steps. It waits while writersNeedTurn says they want the
+// lock or a flush, but for at most compactYieldShare times as long as the
+// last step held the writer lock, and between compactMinYield and
+// compactYield. Writers that commit back to back leave the lock idle only
+// for microseconds, so a wait until it is idle would end only at its
 // bound: that bound, proportional to the step, gives compaction about a
 // third of the time against such writers, and all of it on an idle
 // database. A writer waits for at most the one step that holds the lock
@@ -385,14 +382,33 @@ func (db *DB) compactPass(ctx context.Context, run *compactRun, pass compactPass
 func (db *DB) yieldToWriters(held time.Duration) {
 	deadline := time.Now().Add(min(max(compactYieldShare*held, compactMinYield), compactYield))
 	for time.Now().Before(deadline) {
-		db.syncMu.Lock()
-		syncing := db.syncing
-		db.syncMu.Unlock()
-		if !syncing && db.writersWaiting.Load() == 0 {
+		if !db.writersNeedTurn() {
 			return
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
+}
+
+// writersNeedTurn reports whether a compaction step begun now would hold
+// up a writer: writers wait for the writer lock (Go's mutex is not FIFO,
+// and a compaction looping over steps would otherwise often win it
+// again), or, without a journal, a sync point is in flight (a step run
+// meanwhile adds its pages to the flush after it, which the durable
+// writers then wait for). A journaled commit waits for a journal write,
+// never for the file's sync points (the checkpoints), so with a journal a
+// checkpoint in flight is no reason to wait: compaction starts one after
+// each of its writeback waits (paceWriteback), and its steps would
+// otherwise wait out their bound during every one of them.
+func (db *DB) writersNeedTurn() bool {
+	if db.writersWaiting.Load() > 0 {
+		return true
+	}
+	if db.journals() {
+		return false
+	}
+	db.syncMu.Lock()
+	defer db.syncMu.Unlock()
+	return db.syncing
 }
 
 // yieldProcessor lets other goroutines run once compaction has run for
@@ -731,8 +747,8 @@ func nextTruncateChunk(chunk int64, held time.Duration) int64 {
 // finds nothing to do): a goroutine queued on compaction's processor, such
 // as a reader that yielded, waits for the whole piece.
 const (
-	truncateHold       = 2 * time.Millisecond
-	truncateFirstChunk = 4 << 20
+	truncateHold       = 4 * time.Millisecond
+	truncateFirstChunk = 8 << 20
 	truncateMinChunk   = 1 << 20
 	truncateMaxChunk   = 256 << 20
 )

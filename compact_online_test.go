@@ -701,6 +701,39 @@ func TestWaitForReaders(t *testing.T) {
 	}
 }
 
+// TestWritersNeedTurn: compaction gives way to writers queued for the
+// lock, and to a sync point in flight only where durable writers wait
+// for one (no journal); a journaled writer waits for no checkpoint.
+func TestWritersNeedTurn(t *testing.T) {
+	for _, journaled := range []bool{true, false} {
+		t.Run(fmt.Sprint("journal=", journaled), func(t *testing.T) {
+			db := openTestDB(t, &Options{NoJournal: !journaled})
+			mustPutOne(t, db.DB, "b", "k", "v")
+			if db.journals() != journaled {
+				t.Fatalf("journals() = %v", db.journals())
+			}
+			if db.writersNeedTurn() {
+				t.Error("turn wanted with no writer waiting and nothing in flight")
+			}
+			db.writersWaiting.Add(1)
+			if !db.writersNeedTurn() {
+				t.Error("no turn for a writer queued for the lock")
+			}
+			db.writersWaiting.Add(-1)
+			db.syncMu.Lock()
+			for db.syncing {
+				db.syncCond.Wait()
+			}
+			db.syncing = true
+			db.syncMu.Unlock()
+			if got := db.writersNeedTurn(); got == journaled {
+				t.Errorf("with a sync point in flight: turn wanted %v, want %v", got, !journaled)
+			}
+			db.releaseSync()
+		})
+	}
+}
+
 // TestCompactStepsLeaveCommitsLone: a compaction step waits for no flush,
 // so it does not count among the commits a journal write or sync point
 // takes up, nor among the writers waiting for the lock; a durable commit
