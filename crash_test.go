@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand"
 	randv2 "math/rand/v2"
 	"os"
@@ -107,7 +108,9 @@ type crashPoint struct {
 // (writes and flushes, including inside commits), with a random subset of the
 // unsynced writes surviving, reordered and torn at 512-byte sectors. Every
 // crash image must open, pass Check and hold exactly the last acknowledged
-// commit or the one in flight — never an older state, never a mix.
+// commit or the one in flight — never an older state, never a mix. Each
+// image's recovery is crashed again at one of its first writes and
+// flushes (verifyRecoveryCrash).
 //
 // -rivet.crashpoints=N sets the number of crash points (default 300, 60 with
 // -short). They are taken in rounds of up to 300 (60 with -short): round r
@@ -355,7 +358,22 @@ func crashRecoveryRound(t *testing.T, seed int64, points int, mode crashMode) {
 // commit. It reports whether recovery fell back to the previous sync point.
 func verifyCrashImage(t *testing.T, c crashPoint, states []map[string]string) bool {
 	t.Helper()
-	cdb, err := openFS(c.image, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
+	// A second crash during the recovery below, at one of its first
+	// operations (the journal's replay, its background sync point, the
+	// commit after it, Close).
+	rng := randv2.New(randv2.NewPCG(uint64(c.op), 2))
+	var again *vfs.CrashFS
+	var mu sync.Mutex
+	op, againAt := 0, rng.IntN(12)
+	hook := &hookFS{FS: c.image, before: func(string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if op == againAt {
+			again = c.image.Crash(rng, vfs.DefaultCrashOptions)
+		}
+		op++
+	}}
+	cdb, err := openFS(hook, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
 	if err != nil {
 		t.Fatalf("crash at op %d (after commit %d): open: %v", c.op, c.acked, err)
 	}
@@ -397,7 +415,35 @@ func verifyCrashImage(t *testing.T, c crashPoint, states []map[string]string) bo
 	if err := cdb.Close(); err != nil {
 		t.Fatal(err)
 	}
+	mu.Lock()
+	defer mu.Unlock()
+	if again != nil {
+		verifyRecoveryCrash(t, c, again, got)
+	}
 	return fellBack
+}
+
+// verifyRecoveryCrash checks the image of a crash during the recovery of
+// crash point c, which found the state recovered: it must open at that
+// state, or at it with the commit made after it.
+func verifyRecoveryCrash(t *testing.T, c crashPoint, image *vfs.CrashFS, recovered map[string]string) {
+	t.Helper()
+	db, err := openFS(image, "/db", 0o600, &Options{PageSize: 1024, InitialMmapSize: memMapSize})
+	if err != nil {
+		t.Fatalf("crash at op %d, then during recovery: open: %v", c.op, err)
+	}
+	defer db.Close()
+	mustCheck(t, db)
+	got, err := dumpDB(db)
+	if err != nil {
+		t.Fatalf("crash at op %d, then during recovery: read: %v", c.op, err)
+	}
+	withAfter := maps.Clone(recovered)
+	withAfter["after/"] = "0"
+	withAfter["after/\x00k"] = strings.Repeat("v", 300)
+	if !sameDump(got, recovered) && !sameDump(got, withAfter) {
+		t.Fatalf("crash at op %d, then during recovery: state is not the recovered one (recovery %+v)\n%s", c.op, db.Recovery(), describeDiff(got, recovered))
+	}
 }
 
 func describeDiff(got, want map[string]string) string {

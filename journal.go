@@ -108,14 +108,16 @@ func (db *DB) startJournal(meta *page.Meta) error {
 			}
 			return nil
 		}
-		if err := db.replayJournal(meta); err != nil {
+		// The journal goes once the file holds its records: replay
+		// makes them durable before it returns.
+		if err := db.replayJournal(meta, true); err != nil {
 			return err
 		}
 		db.removeJournal()
 		return nil
 	}
 	db.jsaltBase, db.jsaltOpened = db.metaSlotsDigest(), meta.JournalSalt
-	return db.replayJournal(meta)
+	return db.replayJournal(meta, false)
 }
 
 // metaSlotsDigest hashes both meta slots as Open found them, the base of
@@ -289,9 +291,17 @@ func pendingJournal(files []vfs.File, meta *page.Meta) ([]journal.Record, error)
 }
 
 // replayJournal applies the journal's records after meta in one write
-// transaction and makes the result durable with a sync point (carrying
-// this open's salt, so the records are not applied again).
-func (db *DB) replayJournal(meta *page.Meta) error {
+// transaction. With durable, it makes the result durable with a sync
+// point (carrying this open's salt, so the records are not applied again)
+// before it returns. Without, Open does not wait for that flush: the
+// transaction is committed as a compaction step is (lazy), so readers see
+// it at once, and a background sync point makes it durable.
+//
+// Invariant: until a sync point carrying this open's salt is durable, no
+// meta slot and no journal file has changed (records wait for db.jready),
+// so a crash meanwhile leaves the file and journal this Open found, and
+// the next Open applies the same records again.
+func (db *DB) replayJournal(meta *page.Meta, durable bool) error {
 	recs, err := pendingJournal(db.jfiles[:], meta)
 	if err != nil || len(recs) == 0 {
 		return err
@@ -301,6 +311,7 @@ func (db *DB) replayJournal(meta *page.Meta) error {
 	if err != nil {
 		return err
 	}
+	tx.lazy = !durable
 	for _, r := range recs {
 		if err := applyJournalRecord(tx, r.Txid, r.Payload); err != nil {
 			_ = tx.Rollback()
@@ -310,8 +321,13 @@ func (db *DB) replayJournal(meta *page.Meta) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("rivet: committing the journal's records: %w", err)
 	}
-	if err := db.syncThrough(db.headTxid(), true, nil); err != nil {
-		return err
+	head := db.headTxid()
+	if durable {
+		if err := db.syncThrough(head, true, nil); err != nil {
+			return err
+		}
+	} else {
+		db.startBackgroundSync(head)
 	}
 	db.recovered.JournalRecords = len(recs)
 	db.recovered.JournalTxid = recs[len(recs)-1].Txid

@@ -435,9 +435,22 @@ func (db *DB) verify(m *page.Meta, size int64, rec *Recovery) error {
 	if m.Txid == m.Steady {
 		return nil
 	}
+	// The pages are read through the map, which covers the whole state
+	// now that the file is known to: a page fault each, not a system call,
+	// a copy and an allocation.
+	if err := db.pager.EnsureMapped(m.HWM); err != nil {
+		return err
+	}
+	view := db.pager.Acquire()
+	defer view.Release()
+	mapped := view.Bytes()
 	w := btree.Walker{
 		Fetch: func(id page.ID, n uint64) ([]byte, error) {
 			rec.PagesVerified += int(n)
+			if n <= m.HWM && uint64(id) <= m.HWM-n && (uint64(id)+n)*uint64(ps) <= uint64(len(mapped)) {
+				lo, hi := uint64(id)*uint64(ps), (uint64(id)+n)*uint64(ps)
+				return mapped[lo:hi:hi], nil
+			}
 			return db.pager.ReadPages(id, n)
 		},
 		PageSize:        ps,

@@ -39,8 +39,9 @@ type Stats struct {
 	WriteRuns int64
 	// Flushes counts flushes (fdatasync or the platform's equivalent).
 	Flushes int64
-	// PagesRead counts pages read with pread: Open, recovery and lazy loads of
-	// free-space maps. Reads through the memory map are not counted.
+	// PagesRead counts pages read with pread: Open's metas and lazy loads of
+	// free-space maps. Reads through the memory map, recovery's verification
+	// among them (Recovery.PagesVerified counts those), are not counted.
 	PagesRead int64
 	// Commits counts committed write transactions.
 	Commits int64
