@@ -166,8 +166,10 @@ type DB struct {
 	// metaBuf is the buffer every sync point encodes its meta into.
 	spares btree.Spares
 	// retired holds buffers of deferred runs until no reader can read
-	// them (recycleDeferred). Guarded by the writer lock.
+	// them (recycleDeferred), and deadBuf is where recycleDeferred takes
+	// them from the dirty table. Guarded by the writer lock.
 	retired []retiredBuffer
+	deadBuf [][]byte
 	metaBuf []byte
 	// nodePool lends the writer's materialised nodes their element arrays.
 	nodePool btree.NodePool
@@ -615,12 +617,15 @@ func (db *DB) recycleDeferred(oldest uint64) {
 	}
 	clear(db.retired[len(kept):])
 	db.retired = kept
-	for _, b := range db.pager.TakeDeadBuffers() {
+	dead := db.pager.TakeDeadBuffers(db.deadBuf[:0])
+	for _, b := range dead {
 		if len(db.retired) >= maxRetiredBuffers {
 			break
 		}
 		db.retired = append(db.retired, retiredBuffer{buf: b, tag: db.head.Txid})
 	}
+	clear(dead)
+	db.deadBuf = dead[:0]
 }
 
 // retiredBuffer is a buffer of a deferred run that left the dirty table,

@@ -111,8 +111,13 @@ func (t *Tree) InitCursor(c *Cursor) {
 // transaction, which is not used by several goroutines at once.
 func (t *Tree) scratchCursor() *Cursor {
 	if t.scratch == nil {
-		t.scratch = &Cursor{t: t, track: t.env.Writable()}
-		t.scratch.stack = make([]elemRef, 0, inlineDepth)
+		// The cursor and its stack in one allocation.
+		s := &struct {
+			c     Cursor
+			stack CursorStack
+		}{c: Cursor{t: t, track: t.env.Writable()}}
+		s.c.stack = s.stack[:0]
+		t.scratch = &s.c
 	}
 	c := t.scratch
 	c.stack = c.stack[:0]

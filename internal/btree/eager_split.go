@@ -91,7 +91,7 @@ func (t *Tree) nodeRef(n *node) page.Ref {
 		return n.orig
 	}
 	if t.nodes == nil {
-		t.nodes = make(map[page.ID]*node)
+		t.nodes = t.env.Pool.nodesMap()
 	}
 	t.tempSeq++
 	id := tempIDBase + t.tempSeq

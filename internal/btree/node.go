@@ -56,6 +56,68 @@ type NodePool struct {
 	// free[c] holds arrays whose capacity is in [2^c, 2^(c+1)).
 	free  [32][][]inode
 	elems int // capacity of the arrays kept
+	// maps holds emptied node maps (Tree.nodes) of small transactions,
+	// and nodes the emptied nodes of trees that spilled.
+	maps  []map[page.ID]*node
+	nodes []*node
+}
+
+// nodePoolNodes bounds the nodes a NodePool keeps: the paths of a few
+// small commits.
+const nodePoolNodes = 64
+
+// node returns a zero node.
+func (p *NodePool) node() *node {
+	if p != nil {
+		if k := len(p.nodes); k > 0 {
+			n := p.nodes[k-1]
+			p.nodes[k-1] = nil
+			p.nodes = p.nodes[:k-1]
+			return n
+		}
+	}
+	return new(node)
+}
+
+// putNode takes back a node nothing refers to any more. A node taken
+// back already (its tree is nil) is not taken twice: a tree may know one
+// node by two ids.
+func (p *NodePool) putNode(n *node) {
+	if p == nil || n.tree == nil || len(p.nodes) >= nodePoolNodes {
+		return
+	}
+	*n = node{}
+	p.nodes = append(p.nodes, n)
+}
+
+// nodePoolMaps bounds the maps a NodePool keeps, and nodePoolMapNodes
+// the nodes a map may have held to be kept (a cleared map keeps its
+// room).
+const (
+	nodePoolMaps     = 8
+	nodePoolMapNodes = 256
+)
+
+// nodesMap returns an empty map for a tree's nodes.
+func (p *NodePool) nodesMap() map[page.ID]*node {
+	if p != nil {
+		if k := len(p.maps); k > 0 {
+			m := p.maps[k-1]
+			p.maps[k-1] = nil
+			p.maps = p.maps[:k-1]
+			return m
+		}
+	}
+	return make(map[page.ID]*node)
+}
+
+// putNodesMap takes back a map no tree uses any more.
+func (p *NodePool) putNodesMap(m map[page.ID]*node) {
+	if p == nil || m == nil || len(m) > nodePoolMapNodes || len(p.maps) >= nodePoolMaps {
+		return
+	}
+	clear(m)
+	p.maps = append(p.maps, m)
 }
 
 // nodePoolElems bounds the elements of the arrays kept (about 5 MiB): the

@@ -3,7 +3,8 @@ package btree
 import (
 	"bytes"
 	"errors"
-	"sort"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/rivetkv/rivet/internal/page"
@@ -118,7 +119,8 @@ func (t *Tree) materialize(ref page.Ref, parent *node, key []byte) (*node, error
 		t.env.fail(err)
 		return nil, err
 	}
-	n := &node{tree: t, parent: parent, orig: ref, origPages: p.Header().Pages()}
+	n := t.env.Pool.node()
+	n.tree, n.parent, n.orig, n.origPages = t, parent, ref, p.Header().Pages()
 	if err := n.load(p); err != nil {
 		t.env.fail(err)
 		return nil, err
@@ -129,7 +131,7 @@ func (t *Tree) materialize(ref page.Ref, parent *node, key []byte) (*node, error
 		n.key = key
 	}
 	if t.nodes == nil {
-		t.nodes = make(map[page.ID]*node)
+		t.nodes = t.env.Pool.nodesMap()
 	}
 	t.nodes[ref.ID] = n
 	if parent == nil {
@@ -267,6 +269,18 @@ func (t *Tree) Rebalance() error {
 	}
 	start := time.Now()
 	defer func() { t.env.Stats.RebalanceTime += int64(time.Since(start)) }()
+	// rebalance leaves a node that is not unbalanced as it is, and
+	// changes nothing else then: with none unbalanced, nothing changes.
+	need := t.rootNode.unbalanced && !t.rootNode.removed
+	for _, n := range t.nodes {
+		if need {
+			break
+		}
+		need = n.unbalanced && !n.removed
+	}
+	if !need {
+		return t.env.Err
+	}
 	// Collect first: rebalancing removes entries from t.nodes.
 	var ns []*node
 	for _, n := range t.nodes {
@@ -299,11 +313,11 @@ func (t *Tree) Rebalance() error {
 			order[i].key = n.inodes[0].key
 		}
 	}
-	sort.Slice(order, func(i, j int) bool {
-		if order[i].depth != order[j].depth {
-			return order[i].depth > order[j].depth
+	slices.SortFunc(order, func(a, b keyed) int {
+		if a.depth != b.depth {
+			return b.depth - a.depth
 		}
-		return bytes.Compare(order[i].key, order[j].key) < 0
+		return bytes.Compare(a.key, b.key)
 	})
 	for i := range order {
 		ns[i] = order[i].n
@@ -503,11 +517,16 @@ func (t *Tree) reset() {
 				pool.put(n.loaded)
 				n.loaded, n.inodes = nil, nil
 			}
+			pool.putNode(n)
 		}
-		if n := t.rootNode; n != nil && n.loaded != nil {
-			pool.put(n.loaded)
-			n.loaded, n.inodes = nil, nil
+		if n := t.rootNode; n != nil {
+			if n.loaded != nil {
+				pool.put(n.loaded)
+				n.loaded, n.inodes = nil, nil
+			}
+			pool.putNode(n)
 		}
+		pool.putNodesMap(t.nodes)
 	}
 	t.rootNode = nil
 	t.nodes = nil
@@ -524,24 +543,21 @@ func (t *Tree) reset() {
 // commit frees whole. Spilled depth-first, the two alternated (docs/design.md
 // §4.2).
 func (t *Tree) spill(root *node) error {
-	var levels [][]*node
-	var collect func(n *node, depth int)
-	collect = func(n *node, depth int) {
-		if n.spilled {
-			return
+	buf := spillLevelsPool.Get().(*[][]*node)
+	levels := collectLevels((*buf)[:0], root, 0)
+	defer func() {
+		for i := range levels {
+			clear(levels[i])
+			levels[i] = levels[i][:0]
 		}
-		for len(levels) <= depth {
-			levels = append(levels, nil)
-		}
-		levels[depth] = append(levels[depth], n)
-		for _, c := range n.children {
-			collect(c, depth+1)
-		}
-	}
-	collect(root, 0)
+		*buf = levels[:0]
+		spillLevelsPool.Put(buf)
+	}()
 	for d := len(levels) - 1; d >= 0; d-- {
 		level := levels[d]
-		sort.Slice(level, func(i, j int) bool { return firstKeyLess(level[i], level[j]) })
+		if len(level) > 1 {
+			slices.SortFunc(level, compareFirstKeys)
+		}
 		for _, n := range level {
 			if err := t.spillNode(n); err != nil {
 				return err
@@ -558,12 +574,37 @@ func (t *Tree) spill(root *node) error {
 	return nil
 }
 
-// firstKeyLess orders nodes by their first key (an empty node first).
-func firstKeyLess(a, b *node) bool {
-	if len(a.inodes) == 0 || len(b.inodes) == 0 {
-		return len(a.inodes) < len(b.inodes)
+// spillLevelsPool holds spill's per-depth lists between commits, so that
+// a small commit allocates none.
+var spillLevelsPool = sync.Pool{New: func() any { return new([][]*node) }}
+
+// collectLevels appends n and every unspilled node below it to levels,
+// by depth, and returns levels. The per-depth lists keep their capacity
+// from earlier use.
+func collectLevels(levels [][]*node, n *node, depth int) [][]*node {
+	if n.spilled {
+		return levels
 	}
-	return bytes.Compare(a.inodes[0].key, b.inodes[0].key) < 0
+	for len(levels) <= depth {
+		if len(levels) < cap(levels) {
+			levels = levels[:len(levels)+1]
+		} else {
+			levels = append(levels, nil)
+		}
+	}
+	levels[depth] = append(levels[depth], n)
+	for _, c := range n.children {
+		levels = collectLevels(levels, c, depth+1)
+	}
+	return levels
+}
+
+// compareFirstKeys orders nodes by their first key (an empty node first).
+func compareFirstKeys(a, b *node) int {
+	if len(a.inodes) == 0 || len(b.inodes) == 0 {
+		return len(a.inodes) - len(b.inodes)
+	}
+	return bytes.Compare(a.inodes[0].key, b.inodes[0].key)
 }
 
 // spillNode writes n, whose children are written: its blobs, then n split
@@ -578,7 +619,8 @@ func (t *Tree) spillNode(n *node) error {
 			return err
 		}
 	}
-	parts := t.split(n)
+	var one [1]*node
+	parts := t.split(n, one[:0])
 	if err := n.free(); err != nil {
 		return err
 	}
@@ -609,11 +651,12 @@ func (t *Tree) spillNode(n *node) error {
 // 400 MiB, bbolt's 202 MiB).
 const minKeysPerPart = 2
 
-// split cuts n into parts when it does not fit one page: a leaf of a
-// compaction step as splitPacked chooses, any other node as splitRegular
-// does. Parts after the first share n's parent; a root that splits gets a
-// new branch parent.
-func (t *Tree) split(n *node) []*node {
+// split appends to parts the parts into which it cuts n when n does not
+// fit one page (a leaf of a compaction step as splitPacked chooses, any
+// other node as splitRegular does), or n alone, and returns parts. Parts
+// after the first share n's parent; a root that splits gets a new branch
+// parent.
+func (t *Tree) split(n *node, parts []*node) []*node {
 	var cuts [][]inode
 	if t.Repack && n.leaf {
 		cuts = t.splitPacked(n)
@@ -621,31 +664,30 @@ func (t *Tree) split(n *node) []*node {
 		cuts = t.splitRegular(n)
 	}
 	if len(cuts) <= 1 {
-		return []*node{n}
+		return append(parts, n)
 	}
 	t.env.Stats.Split++
-	parts := make([]*node, len(cuts))
 	// The first part keeps n's identity (its key in the parent).
 	n.inodes = cuts[0]
-	parts[0] = n
+	parts = append(parts, n)
 	if n.parent == nil {
 		root := &node{tree: t, leaf: false, fresh: true}
 		n.parent = root
 		root.children = []*node{n}
 		t.rootNode = root
 	}
-	for i, c := range cuts[1:] {
-		parts[i+1] = &node{tree: t, leaf: n.leaf, inodes: c, parent: n.parent}
+	for _, c := range cuts[1:] {
+		parts = append(parts, &node{tree: t, leaf: n.leaf, inodes: c, parent: n.parent})
 	}
 	return parts
 }
 
 // splitRegular returns the parts of about FillPercent of a page each into
-// which a commit cuts n, or n's elements whole when it fits one page.
+// which a commit cuts n, or nil when n fits one page.
 func (t *Tree) splitRegular(n *node) [][]inode {
 	ps := t.env.PageSize
 	if len(n.inodes) < 2*minKeysPerPart || n.sizeLessThan(ps+1) {
-		return [][]inode{n.inodes}
+		return nil
 	}
 	fill := t.FillPercent
 	if fill < 0.1 {

@@ -81,6 +81,7 @@ type stored struct {
 	data    []byte
 	entries []entry // entries[i] is page id+i's
 	live    int     // entries still in the table
+	one     [1]entry
 }
 
 // removed accounts for e, just taken out of the table.
@@ -133,7 +134,13 @@ func (t *Table) Put(runs []page.Run) error {
 			return fmt.Errorf("dirty: run at page %d is %d bytes, not a positive multiple of the page size %d", r.ID, len(r.Data), t.pageSize)
 		}
 		n := len(r.Data) / t.pageSize
-		s := &stored{id: r.ID, data: r.Data, entries: make([]entry, n), live: n}
+		s := &stored{id: r.ID, data: r.Data, live: n}
+		if n == 1 {
+			// Most runs are one page: no second allocation for them.
+			s.entries = s.one[:]
+		} else {
+			s.entries = make([]entry, n)
+		}
 		for i := range s.entries {
 			s.entries[i] = entry{data: r.Data[i*t.pageSize:], run: s}
 			t.pages.Add(1)
@@ -262,14 +269,15 @@ func (t *Table) FlushSome(maxRuns, maxPages int, write func([]page.Run) error) (
 // Runs returns the number of runs stored since the last Flush.
 func (t *Table) Runs() int { return len(t.runs) }
 
-// TakeDead returns the buffers of the runs that have no entry left since
-// the last call, and forgets them. Readers that looked a page up before its
-// entry went may still be reading one: the caller reuses a buffer only
-// once every reader that was running then has ended.
-func (t *Table) TakeDead() [][]byte {
-	d := t.dead
-	t.dead = nil
-	return d
+// TakeDead appends to dst the buffers of the runs that have no entry left
+// since the last call, forgets them, and returns dst. Readers that looked
+// a page up before its entry went may still be reading one: the caller
+// reuses a buffer only once every reader that was running then has ended.
+func (t *Table) TakeDead(dst [][]byte) [][]byte {
+	dst = append(dst, t.dead...)
+	clear(t.dead)
+	t.dead = t.dead[:0]
+	return dst
 }
 
 // slot returns the chunk holding page id's entry and the page's index in

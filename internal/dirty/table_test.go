@@ -314,20 +314,20 @@ func TestTableTakeDead(t *testing.T) {
 	if err := tb.Put([]page.Run{b}); err != nil {
 		t.Fatal(err)
 	}
-	if d := tb.TakeDead(); len(d) != 0 {
+	if d := tb.TakeDead(nil); len(d) != 0 {
 		t.Fatalf("%d buffers dead while run a still has page 5", len(d))
 	}
 	tb.Drop(5, 1)
-	if d := tb.TakeDead(); len(d) != 1 || &d[0][0] != &a.Data[0] {
+	if d := tb.TakeDead(nil); len(d) != 1 || &d[0][0] != &a.Data[0] {
 		t.Fatalf("after dropping page 5: %d dead buffers, want run a's", len(d))
 	}
 	if err := tb.Flush(func([]page.Run) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if d := tb.TakeDead(); len(d) != 1 || &d[0][0] != &b.Data[0] {
+	if d := tb.TakeDead(nil); len(d) != 1 || &d[0][0] != &b.Data[0] {
 		t.Fatalf("after Flush: %d dead buffers, want run b's", len(d))
 	}
-	if d := tb.TakeDead(); len(d) != 0 {
+	if d := tb.TakeDead(nil); len(d) != 0 {
 		t.Fatal("TakeDead returned a buffer twice")
 	}
 }

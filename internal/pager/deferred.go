@@ -112,11 +112,12 @@ func (p *Pager) Dirty() *dirty.Table { return p.dirty }
 // DeferredPages returns how many pages are deferred.
 func (p *Pager) DeferredPages() int64 { return p.dirty.Pages() }
 
-// TakeDeadBuffers returns the buffers of deferred runs that no longer have
-// a page in the dirty table (dirty.Table.TakeDead): the caller may reuse
-// one once every reader that was running before this call has ended.
-func (p *Pager) TakeDeadBuffers() [][]byte {
+// TakeDeadBuffers appends to dst the buffers of deferred runs that no
+// longer have a page in the dirty table (dirty.Table.TakeDead) and returns
+// it: the caller may reuse one once every reader that was running before
+// this call has ended.
+func (p *Pager) TakeDeadBuffers(dst [][]byte) [][]byte {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
-	return p.dirty.TakeDead()
+	return p.dirty.TakeDead(dst)
 }

@@ -946,7 +946,7 @@ func (m *Map) Commit() {
 func (m *Map) endTx() {
 	clear(m.tx.freed)
 	clear(m.tx.dirtied)
-	m.tx = txState{allocs: m.tx.allocs[:0], freed: m.tx.freed[:0], dirtied: m.tx.dirtied[:0]}
+	m.tx = txState{allocs: m.tx.allocs[:0], freed: m.tx.freed[:0], dirtied: m.tx.dirtied[:0], young: m.tx.young[:0]}
 }
 
 // Rollback undoes the transaction: its allocations become free and
