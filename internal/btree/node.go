@@ -69,14 +69,25 @@ const nodePoolNodes = 64
 // node returns a zero node.
 func (p *NodePool) node() *node {
 	if p != nil {
-		if k := len(p.nodes); k > 0 {
-			n := p.nodes[k-1]
-			p.nodes[k-1] = nil
-			p.nodes = p.nodes[:k-1]
+		if n, ok := popLast(&p.nodes); ok {
 			return n
 		}
 	}
 	return new(node)
+}
+
+// popLast removes the last element of *s and returns it, clearing its
+// slot so that the slice's array no longer refers to it.
+func popLast[T any](s *[]T) (v T, ok bool) {
+	k := len(*s)
+	if k == 0 {
+		return v, false
+	}
+	v = (*s)[k-1]
+	var zero T
+	(*s)[k-1] = zero
+	*s = (*s)[:k-1]
+	return v, true
 }
 
 // putNode takes back a node nothing refers to any more. A node taken
@@ -101,10 +112,7 @@ const (
 // nodesMap returns an empty map for a tree's nodes.
 func (p *NodePool) nodesMap() map[page.ID]*node {
 	if p != nil {
-		if k := len(p.maps); k > 0 {
-			m := p.maps[k-1]
-			p.maps[k-1] = nil
-			p.maps = p.maps[:k-1]
+		if m, ok := popLast(&p.maps); ok {
 			return m
 		}
 	}
