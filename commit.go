@@ -70,10 +70,12 @@ func (tx *Tx) Commit() error {
 		}
 	}
 	tx.stats.IncWriteTime(time.Since(start))
+	onCommit := tx.onCommit
+	tx.recycle()
 	if err != nil {
 		return err
 	}
-	for _, fn := range tx.onCommit {
+	for _, fn := range onCommit {
 		fn()
 	}
 	return nil

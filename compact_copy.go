@@ -28,8 +28,12 @@ func copyCompacted(dst, src *DB, txMaxSize int64, progress func(copied int64)) e
 	}
 	var size, copied int64
 	err = src.View(func(stx *Tx) error {
-		var copyBucket func(sb *Bucket, parent *Bucket, name []byte) error
-		copyBucket = func(sb *Bucket, parent *Bucket, name []byte) error {
+		// path names the bucket from the top level down: a commit ends
+		// the transaction its *Bucket came from, and the next one finds
+		// it by name.
+		var copyBucket func(sb *Bucket, parent *Bucket, path [][]byte) error
+		copyBucket = func(sb *Bucket, parent *Bucket, path [][]byte) error {
+			name := path[len(path)-1]
 			var db *Bucket
 			var err error
 			if parent == nil {
@@ -48,13 +52,13 @@ func copyCompacted(dst, src *DB, txMaxSize int64, progress func(copied int64)) e
 			for k, v := c.First(); k != nil; k, v = c.Next() {
 				if db.tx != tx {
 					// An earlier commit ended the transaction db came from.
-					if db, err = reopenPath(tx, db); err != nil {
+					if db, err = reopenPath(tx, path); err != nil {
 						return err
 					}
 				}
 				if v == nil {
 					if child := sb.Bucket(k); child != nil {
-						if err := copyBucket(child, db, k); err != nil {
+						if err := copyBucket(child, db, append(path[:len(path):len(path)], k)); err != nil {
 							return err
 						}
 						continue
@@ -70,7 +74,7 @@ func copyCompacted(dst, src *DB, txMaxSize int64, progress func(copied int64)) e
 						return err
 					}
 					size = 0
-					if db, err = reopenPath(tx, db); err != nil {
+					if db, err = reopenPath(tx, path); err != nil {
 						return err
 					}
 				}
@@ -93,7 +97,7 @@ func copyCompacted(dst, src *DB, txMaxSize int64, progress func(copied int64)) e
 				size += int64(len(name) + len(v))
 				return tx.root.Put(name, v)
 			}
-			return copyBucket(b, nil, name)
+			return copyBucket(b, nil, [][]byte{name})
 		})
 	})
 	if err != nil {
@@ -103,12 +107,9 @@ func copyCompacted(dst, src *DB, txMaxSize int64, progress func(copied int64)) e
 	return tx.Commit()
 }
 
-// reopenPath finds, in tx, the bucket at the same path as b.
-func reopenPath(tx *Tx, b *Bucket) (*Bucket, error) {
-	var path [][]byte
-	for p := b; p != nil && !p.isRoot; p = p.parent {
-		path = append([][]byte{p.name}, path...)
-	}
+// reopenPath finds, in tx, the bucket at path (names from the top level
+// down).
+func reopenPath(tx *Tx, path [][]byte) (*Bucket, error) {
 	cur := tx.root
 	for _, name := range path {
 		if cur = cur.Bucket(name); cur == nil {
