@@ -70,12 +70,10 @@ func (tx *Tx) Commit() error {
 		}
 	}
 	tx.stats.IncWriteTime(time.Since(start))
-	onCommit := tx.onCommit
-	tx.recycle()
 	if err != nil {
 		return err
 	}
-	for _, fn := range onCommit {
+	for _, fn := range tx.onCommit {
 		fn()
 	}
 	return nil

@@ -64,8 +64,8 @@ func TestRunListsReleased(t *testing.T) {
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if tx.txState != nil {
-		t.Fatal("a rolled-back transaction still holds its state, run list included")
+	if tx.env.Runs != nil {
+		t.Fatal("a rolled-back transaction still holds its run list")
 	}
 	empty("rollback")
 	put(10, 100)

@@ -37,7 +37,7 @@ type Tx struct {
 	txid     uint64  // snapshot txid (read) or the txid being written
 	writable bool    // whether the transaction could change the database
 	size     int64   // Size(): the state's high-water mark in bytes
-	final    TxStats // the transaction's statistics, kept as it ends
+	final    TxStats // a read transaction's statistics, kept as it ends
 }
 
 // txState is the part of a transaction that lives only while it runs.
@@ -72,8 +72,8 @@ type txState struct {
 	rootStore Bucket    // root points here
 }
 
-// txStates recycles the states of ended transactions.
-var txStates = sync.Pool{New: func() any { return new(txState) }}
+// readStates recycles the states of ended read transactions.
+var readStates = sync.Pool{New: func() any { return new(txState) }}
 
 // spaceAllocator gives the trees of a write transaction the DB's allocator
 // and counts the calls, so an unchanged transaction commits without I/O.
@@ -96,7 +96,12 @@ func (a spaceAllocator) Free(id page.ID, n, born uint64) error {
 }
 
 func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {
-	st := txStates.Get().(*txState)
+	var st *txState
+	if writable {
+		st = new(txState)
+	} else {
+		st = readStates.Get().(*txState)
+	}
 	tx := &Tx{txState: st, writable: writable, txid: meta.Txid, size: int64(meta.HWM) * int64(db.pageSize)}
 	st.db, st.meta, st.view = db, meta, view
 	st.env = &st.envStore
@@ -132,11 +137,8 @@ func newTx(db *DB, meta *page.Meta, view *pager.View, writable bool) *Tx {
 	return tx
 }
 
-// recycle returns an ended transaction's state to the pool, after keeping
-// what its handle must still answer (Stats). Methods of an ended
-// transaction, and of its buckets and cursors, touch nothing of its state
-// (ended); nor may code of rivet's own use a bucket of a transaction that
-// ended (its root bucket lives in the state).
+// recycle returns an ended read transaction's state to the pool, after
+// keeping what its handle must still answer (Stats).
 func (tx *Tx) recycle() {
 	st := tx.txState
 	tx.final = st.stats
@@ -147,7 +149,7 @@ func (tx *Tx) recycle() {
 	stacks := st.envStore.CursorStacks
 	*st = txState{}
 	st.envStore.CursorStacks = stacks
-	txStates.Put(st)
+	readStates.Put(st)
 }
 
 // ID returns the transaction's id: the txid of the snapshot a read
@@ -338,8 +340,8 @@ func (tx *Tx) rollback() {
 		db.endRW(tx, false)
 	} else {
 		db.endRO(tx)
+		tx.recycle()
 	}
-	tx.recycle()
 }
 
 // flushDeferred writes the pages commits deferred (pager.Defer) to the
