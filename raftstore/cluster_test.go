@@ -42,6 +42,10 @@ type setFSM struct {
 	// restarts and snapshot restores.
 	at  map[uint64]uint64
 	bad error // a command that was not command(id)
+	// last is the index of the last entry applied, or of the snapshot
+	// restored: raft's AppliedIndex runs ahead of it, since raft counts
+	// an entry applied once it has handed it to the FSM's goroutine.
+	last uint64
 }
 
 func newSetFSM(at map[uint64]uint64) *setFSM { return &setFSM{ids: map[uint64]bool{}, at: at} }
@@ -61,12 +65,22 @@ func (f *setFSM) Apply(l *raft.Log) any {
 	}
 	f.ids[id] = true
 	f.at[l.Index] = id
+	f.last = max(f.last, l.Index)
 	return nil
 }
 
-// Snapshot implements raft.FSM.
+// Snapshot implements raft.FSM. Raft calls it between Applies.
 func (f *setFSM) Snapshot() (raft.FSMSnapshot, error) {
-	return &setSnapshot{ids: f.sorted()}, nil
+	ids := f.sorted()
+	return &setSnapshot{last: f.lastApplied(), ids: ids}, nil
+}
+
+// lastApplied returns the index of the last entry the FSM applied (or
+// the snapshot it restored).
+func (f *setFSM) lastApplied() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last
 }
 
 // Restore implements raft.FSM.
@@ -76,15 +90,17 @@ func (f *setFSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	if len(b)%8 != 0 {
+	if len(b) < 8 || len(b)%8 != 0 {
 		return fmt.Errorf("snapshot of %d bytes", len(b))
 	}
-	ids := make(map[uint64]bool, len(b)/8)
-	for i := 0; i < len(b); i += 8 {
+	last := binary.BigEndian.Uint64(b)
+	ids := make(map[uint64]bool, len(b)/8-1)
+	for i := 8; i < len(b); i += 8 {
 		ids[binary.BigEndian.Uint64(b[i:])] = true
 	}
 	f.mu.Lock()
 	f.ids = ids
+	f.last = last
 	f.mu.Unlock()
 	return nil
 }
@@ -101,10 +117,15 @@ func (f *setFSM) sorted() []uint64 {
 	return ids
 }
 
-type setSnapshot struct{ ids []uint64 }
+// setSnapshot is the FSM's last applied index, then its ids.
+type setSnapshot struct {
+	last uint64
+	ids  []uint64
+}
 
 func (s *setSnapshot) Persist(sink raft.SnapshotSink) error {
-	b := make([]byte, 0, 8*len(s.ids))
+	b := make([]byte, 0, 8+8*len(s.ids))
+	b = binary.BigEndian.AppendUint64(b, s.last)
 	for _, id := range s.ids {
 		b = binary.BigEndian.AppendUint64(b, id)
 	}
@@ -316,11 +337,15 @@ func (c *cluster) settle() int {
 		c.fatalf("barrier: %v", err)
 	}
 	want := lr.AppliedIndex()
+	// The barrier has passed through the leader's FSM, so it holds every
+	// command up to the barrier: the others must too. (Raft counts an
+	// entry applied before the FSM's goroutine has applied it.)
+	wantFSM := c.nodes[l].fsm.lastApplied()
 	deadline := time.Now().Add(30 * time.Second)
 	for i, n := range c.nodes {
-		for n.raft != nil && n.raft.AppliedIndex() < want {
+		for n.raft != nil && (n.raft.AppliedIndex() < want || n.fsm.lastApplied() < wantFSM) {
 			if time.Now().After(deadline) {
-				c.fatalf("node %d applied %d, leader %d", i, n.raft.AppliedIndex(), want)
+				c.fatalf("node %d applied %d (its FSM %d), leader %d (its FSM %d)", i, n.raft.AppliedIndex(), n.fsm.lastApplied(), want, wantFSM)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -497,8 +522,8 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap) != 8*4000 {
-		t.Fatalf("snapshot of %d bytes, want %d", len(snap), 8*4000)
+	if len(snap) != 8+8*4000 {
+		t.Fatalf("snapshot of %d bytes, want %d (the last index applied, 4,000 ids)", len(snap), 8+8*4000)
 	}
 	if err := c.nodes[l].raft.Restore(meta, bytes.NewReader(snap), 30*time.Second); err != nil {
 		t.Fatal(err)
