@@ -218,7 +218,11 @@ func (tx *Tx) commit() (committed, error) {
 			tx.deferred = false
 			return committed{}, fmt.Errorf("rivet: writing commit %d: %w", tx.txid, err)
 		}
-		if tx.deferred && db.pager.DeferredPages() > maxDeferredBytes/int64(db.pageSize) {
+		deferredPages := db.pager.DeferredPages()
+		if tx.deferred && !syncs && deferredPages > maxDeferredBytes/4/int64(db.pageSize) {
+			db.startWriteBack()
+		}
+		if tx.deferred && deferredPages > maxDeferredBytes/int64(db.pageSize) {
 			// Bound the memory deferred pages take without a sync point,
 			// which would age the young pages (§4) and grow the file:
 			// write them to the file now, unflushed, as a commit without

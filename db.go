@@ -217,6 +217,9 @@ type DB struct {
 	// (startBackgroundSync); Close waits for it on bgSyncs.
 	bgSyncing atomic.Bool
 	bgSyncs   sync.WaitGroup
+	// writingBack is set while a goroutine writes deferred pages back
+	// (startWriteBack); Close waits for it on bgSyncs too.
+	writingBack atomic.Bool
 	// bgWant is the newest txid a background sync point was asked to
 	// cover (startBackgroundSync).
 	bgWant atomic.Uint64

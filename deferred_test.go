@@ -2,7 +2,9 @@ package rivet
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
+	"time"
 )
 
 // TestDeferredPagesOutliveReaders: a value a reader got from a page held in
@@ -65,4 +67,43 @@ func TestDeferredPagesOutliveReaders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestNoneWritesDeferredPagesBack: commits that wait for no flush hand the
+// dirty table to a background write-back once it passes a quarter of its
+// bound, so the table drains without a sync point and without a commit
+// that writes every page while it holds the writer lock.
+func TestNoneWritesDeferredPagesBack(t *testing.T) {
+	db := openTestDB(t, &Options{NoSync: true})
+	if err := db.Update(func(tx *Tx) error {
+		_, err := tx.CreateBucket([]byte("b"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	quarter := maxDeferredBytes / 4 / int64(db.pageSize)
+	value := bytes.Repeat([]byte("v"), 1024)
+	passed := false
+	for i := 0; i < 200_000 && !passed; i++ {
+		if err := db.Update(func(tx *Tx) error {
+			return tx.Bucket([]byte("b")).Put(fmt.Appendf(nil, "%08d", i), value)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		passed = db.writingBack.Load() || db.pager.DeferredPages() > quarter
+	}
+	if !passed {
+		t.Fatalf("the dirty table never passed a quarter of its bound (%d pages)", quarter)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for db.writingBack.Load() || db.pager.DeferredPages() > quarter {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pages still deferred after 30 s, quarter of the bound %d", db.pager.DeferredPages(), quarter)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st := db.Stats(); st.PagesWritten < quarter/2 {
+		t.Fatalf("%d pages written, want the table's pages (%d+)", st.PagesWritten, quarter/2)
+	}
+	mustCheck(t, db.DB)
 }

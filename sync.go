@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/internal/pager"
 	"github.com/rivetkv/rivet/internal/spacemap"
 	"github.com/rivetkv/rivet/internal/vfs"
 )
@@ -562,4 +563,26 @@ func (db *DB) restoreMetaSlot(slot int) {
 	db.syncMu.Lock()
 	db.slotMeta[slot] = prev
 	db.syncMu.Unlock()
+}
+
+// startWriteBack writes the deferred pages to the file from a goroutine of
+// its own, piece by piece, unless one is doing so already. Commits that
+// wait for no flush (Periodic, None) call it once the dirty table passes a
+// quarter of its bound, so that the table rarely reaches the bound, where
+// the commit that finds it full writes every page while it holds the
+// writer lock. Writing deferred pages early changes nothing a crash can
+// find (pager.WriteDeferred); it flushes nothing.
+func (db *DB) startWriteBack() {
+	if db.closing.Load() || !db.writingBack.CompareAndSwap(false, true) {
+		return
+	}
+	db.bgSyncs.Add(1)
+	go func() {
+		defer db.bgSyncs.Done()
+		defer db.writingBack.Store(false)
+		err := db.pager.WriteDeferredInPieces(deferredPiecePages, nil)
+		if err != nil && !errors.Is(err, pager.ErrClosed) {
+			db.logger.Errorf("writing deferred pages back: %v", err)
+		}
+	}()
 }
