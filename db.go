@@ -68,7 +68,8 @@ type DB struct {
 	MaxBatchSize int
 
 	// MaxBatchDelay is how long Batch waits for more calls before running.
-	// Read by each Batch call that starts a batch.
+	// Read by each Batch call. Zero or below, a batch starts at once when
+	// none runs and gathers the calls made while one does (see Batch).
 	MaxBatchDelay time.Duration
 
 	// AllocSize is accepted for bbolt compatibility and has no effect: the
@@ -328,9 +329,14 @@ type DB struct {
 	compactDone   chan struct{}
 	compactBudget uint64
 
-	// Batch: batchMu guards batch, the batch that Batch calls join.
-	batchMu sync.Mutex
-	batch   *batch
+	// Batch: batchMu guards batch, the timed batch that Batch calls join
+	// (MaxBatchDelay > 0); batches, the queued batches waiting to run,
+	// oldest first (calls join the last); and batchRunning, set while a
+	// queued batch runs.
+	batchMu      sync.Mutex
+	batch        *batch
+	batches      []*batch
+	batchRunning bool
 }
 
 // Recovery describes what Open found, so tools can tell a torn last commit
@@ -702,7 +708,11 @@ func (e *latchedError) Unwrap() []error {
 // Update runs fn in a write transaction and commits it if fn returns nil,
 // or rolls it back if fn returns an error or panics. fn must not commit or
 // roll back the transaction itself.
-func (db *DB) Update(fn func(*Tx) error) error {
+func (db *DB) Update(fn func(*Tx) error) error { return db.update(fn, nil) }
+
+// update is Update; beforeCommit, if not nil, runs once fn has returned
+// nil, just before the commit.
+func (db *DB) update(fn func(*Tx) error, beforeCommit func()) error {
 	tx, err := db.Begin(true)
 	if err != nil {
 		return err
@@ -718,6 +728,9 @@ func (db *DB) Update(fn func(*Tx) error) error {
 	if err != nil {
 		_ = tx.Rollback()
 		return err
+	}
+	if beforeCommit != nil {
+		beforeCommit()
 	}
 	return tx.Commit()
 }

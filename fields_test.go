@@ -211,44 +211,133 @@ func TestBatchFieldsChangedAfterOpen(t *testing.T) {
 	// batch, so three calls that return share one transaction.
 	db.MaxBatchDelay = time.Hour
 	db.MaxBatchSize = 3
-	if ids := concurrentBatches(t, db.DB, 3); len(ids) != 1 {
+	if ids := timedBatches(t, db.DB, 3); len(ids) != 1 {
 		t.Fatalf("MaxBatchSize 3: 3 calls ran in %d transactions, want 1", len(ids))
 	}
 	db.MaxBatchSize = 1
-	if ids := concurrentBatches(t, db.DB, 3); len(ids) != 3 {
+	if ids := timedBatches(t, db.DB, 3); len(ids) != 3 {
 		t.Fatalf("MaxBatchSize 1: 3 calls ran in %d transactions, want 3", len(ids))
 	}
 	db.MaxBatchSize = 1000
 	db.MaxBatchDelay = time.Millisecond
-	if ids := concurrentBatches(t, db.DB, 1); len(ids) != 1 {
+	if ids := timedBatches(t, db.DB, 1); len(ids) != 1 {
 		t.Fatalf("one call ran in %d transactions", len(ids))
 	}
 }
 
-// concurrentBatches runs n Batch calls at once, each storing one key, and
+// TestBatchQueued: with MaxBatchDelay zero or below, no call waits for
+// more calls: the first runs at once, and the calls made while it runs
+// share the next transactions, at most MaxBatchSize each (a value each
+// call reads).
+func TestBatchQueued(t *testing.T) {
+	db := openTestDB(t, nil)
+	for _, c := range []struct {
+		size, calls, want int
+		delay             time.Duration
+	}{
+		{3, 4, 2, 0},     // the first, then three
+		{3, 5, 3, 0},     // the first, three, one
+		{1, 3, 3, -1},    // one each
+		{1000, 6, 2, 0},  // the first, then five
+		{1000, 1, 1, -1}, // the first
+	} {
+		db.MaxBatchSize, db.MaxBatchDelay = c.size, c.delay
+		if ids := concurrentBatches(t, db.DB, c.calls); len(ids) != c.want {
+			t.Fatalf("MaxBatchSize %d: %d calls ran in %d transactions, want %d", c.size, c.calls, len(ids), c.want)
+		}
+	}
+}
+
+// timedBatches runs n Batch calls at once, each storing one key, and
 // returns the set of transaction ids they ran in. It fails the test if they
 // have not all returned within 30 s.
+func timedBatches(t *testing.T, db *DB, n int) map[int]bool {
+	t.Helper()
+	results := make(chan batchResult, n)
+	for i := range n {
+		go func() { results <- putInBatch(db, i) }()
+	}
+	return batchIDs(t, results, n)
+}
+
+// concurrentBatches makes n Batch calls, each storing one key, while a
+// write transaction holds the writer lock: the first call starts its batch
+// at once and waits for the lock, and the others queue behind it. Once all
+// have queued it ends the transaction and returns the set of transaction
+// ids the calls ran in. It fails the test if they have not all returned
+// within 30 s.
 func concurrentBatches(t *testing.T, db *DB, n int) map[int]bool {
 	t.Helper()
-	type result struct {
-		id  int
-		err error
+	// The goroutine that ran the last batch may not have let go of the
+	// turn yet; the first call below must find no batch running.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		db.batchMu.Lock()
+		running := db.batchRunning
+		db.batchMu.Unlock()
+		if !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a batch still runs after 30 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
-	results := make(chan result, n)
+	held, err := db.Begin(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make(chan batchResult, n)
 	for i := range n {
-		go func() {
-			var id int
-			err := db.Batch(func(tx *Tx) error {
-				id = tx.ID()
-				b, err := tx.CreateBucketIfNotExists([]byte("batch"))
-				if err != nil {
-					return err
-				}
-				return b.Put(fmt.Appendf(nil, "%d-%d", time.Now().UnixNano(), i), []byte("v"))
-			})
-			results <- result{id, err}
-		}()
+		go func() { results <- putInBatch(db, i) }()
 	}
+	deadline = time.Now().Add(30 * time.Second)
+	for queued := -1; queued != n-1; {
+		if time.Now().After(deadline) {
+			_ = held.Rollback()
+			t.Fatalf("%d of %d Batch calls queued within 30 s", queued+1, n)
+		}
+		time.Sleep(time.Millisecond)
+		db.batchMu.Lock()
+		queued = -1
+		if db.batchRunning {
+			queued = 0
+			for _, b := range db.batches {
+				queued += len(b.calls)
+			}
+		}
+		db.batchMu.Unlock()
+	}
+	if err := held.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	return batchIDs(t, results, n)
+}
+
+type batchResult struct {
+	id  int
+	err error
+}
+
+// putInBatch stores one key through Batch and returns the id of the
+// transaction it ran in.
+func putInBatch(db *DB, i int) batchResult {
+	var id int
+	err := db.Batch(func(tx *Tx) error {
+		id = tx.ID()
+		b, err := tx.CreateBucketIfNotExists([]byte("batch"))
+		if err != nil {
+			return err
+		}
+		return b.Put(fmt.Appendf(nil, "%d-%d", time.Now().UnixNano(), i), []byte("v"))
+	})
+	return batchResult{id, err}
+}
+
+// batchIDs collects n results and returns the set of transaction ids. It
+// fails the test if they have not all come within 30 s.
+func batchIDs(t *testing.T, results <-chan batchResult, n int) map[int]bool {
+	t.Helper()
 	ids := map[int]bool{}
 	timeout := time.After(30 * time.Second)
 	for range n {

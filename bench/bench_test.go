@@ -244,8 +244,9 @@ func checkNewWorkloads(t *testing.T, cfg Config, rs []Result, engines []string) 
 	}
 	// Without group commit, one goroutine's commits are one flush each; with
 	// more goroutines rivet may share flushes but never exceeds one per
-	// commit. Batch shares flushes between goroutines.
-	for _, mode := range []string{"update", "batch"} {
+	// commit. Batch shares flushes between goroutines, with or without
+	// its gathering delay.
+	for _, mode := range []string{"update", "batch", "batch, no delay"} {
 		for _, g := range concurrentGoroutines {
 			r, ok := find(rs, "concurrent-durable", fmt.Sprintf("flushes per 1000 commits, %s, %d goroutine(s)", mode, g), RivetEngine)
 			if !ok || r.Median <= 0 || r.Median > 1000 || (mode == "update" && g == 1 && r.Median != 1000) {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -53,6 +54,14 @@ type BucketKVs struct {
 // updates share the commit.
 type Batcher interface {
 	Batch(bucket []byte, kvs []KV) error
+}
+
+// BatchDelaySetter is implemented by Batchers whose gathering delay can be
+// set: rivet's DB.MaxBatchDelay, where zero or below starts a batch at
+// once when none runs and gathers the calls made while one does. It may
+// be called only while no Batch call runs.
+type BatchDelaySetter interface {
+	SetBatchDelay(d time.Duration)
 }
 
 // NestedUpdater is implemented by DBs with nested buckets (bbolt and

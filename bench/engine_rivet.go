@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/rivetkv/rivet"
 	"github.com/rivetkv/rivet/inspect"
@@ -57,6 +58,9 @@ func openRivet(path string, o *rivet.Options) (DB, error) {
 type rivetKV struct {
 	*kvDB[*rivet.DB, *rivet.Tx, *rivet.Bucket, *rivet.Cursor]
 }
+
+// SetBatchDelay implements BatchDelaySetter with DB.MaxBatchDelay.
+func (r rivetKV) SetBatchDelay(d time.Duration) { r.db.MaxBatchDelay = d }
 
 // CompactOnline implements OnlineCompactor with DB.Compact.
 func (r rivetKV) CompactOnline(ctx context.Context) (int64, error) { return r.db.Compact(ctx) }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/rivetkv/rivet"
 )
 
 // concurrentDurable measures group commit: many goroutines each making
@@ -14,7 +16,8 @@ import (
 // flushes per commit stays flat. bbolt's answer is DB.Batch, which merges
 // callers' functions into one transaction; it is measured as a mode of its
 // own for every engine that has it ("batch"), next to plain Update
-// ("update").
+// ("update"), and for rivet also with DB.MaxBatchDelay 0 ("batch, no
+// delay"), where a batch starts at once when none runs.
 var concurrentDurable = Workload{
 	Name:    "concurrent-durable",
 	Summary: "1, 4, 16, 64 goroutines of durable one-key commits (Update and Batch), each setting for --duration/4",
@@ -37,12 +40,26 @@ func runConcurrentDurable(ctx context.Context, env *Env) error {
 	type mode struct {
 		name   string
 		commit func(kvs []KV) error
+		// setup, if not nil, runs before the mode's settings and
+		// returns what restores the DB after them.
+		setup func() (restore func())
 	}
-	modes := []mode{{"update", func(kvs []KV) error { return db.Update(BucketName, kvs) }}}
+	modes := []mode{{name: "update", commit: func(kvs []KV) error { return db.Update(BucketName, kvs) }}}
 	if b, ok := db.(Batcher); ok {
-		modes = append(modes, mode{"batch", func(kvs []KV) error { return b.Batch(BucketName, kvs) }})
+		batch := func(kvs []KV) error { return b.Batch(BucketName, kvs) }
+		modes = append(modes, mode{name: "batch", commit: batch})
+		if s, ok := db.(BatchDelaySetter); ok {
+			modes = append(modes, mode{name: "batch, no delay", commit: batch, setup: func() func() {
+				s.SetBatchDelay(0)
+				return func() { s.SetBatchDelay(rivet.DefaultMaxBatchDelay) }
+			}})
+		}
 	}
 	for _, m := range modes {
+		restore := func() {}
+		if m.setup != nil {
+			restore = m.setup()
+		}
 		for _, g := range concurrentGoroutines {
 			label := fmt.Sprintf("%s, %d goroutine(s)", m.name, g)
 			p := env.Progress(label, int64(per/time.Millisecond))
@@ -66,6 +83,7 @@ func runConcurrentDurable(ctx context.Context, env *Env) error {
 				}
 			}
 		}
+		restore()
 	}
 	return nil
 }
