@@ -198,6 +198,12 @@ func (tx *Tx) commit() (committed, error) {
 	if !lead {
 		write := db.pager.WriteRuns
 		switch {
+		case tx.replay:
+			// The journal's replay at Open: its pages wait in memory
+			// for the sync point that makes it durable, as a journaled
+			// commit's do, so Open writes none of them.
+			write = db.pager.Defer
+			tx.deferred = true
 		case tx.lazy:
 			// A later flush covers a compaction step: start sending its
 			// pages to storage now, so that flush finds less to write.

@@ -312,6 +312,7 @@ func (db *DB) replayJournal(meta *page.Meta, durable bool) error {
 		return err
 	}
 	tx.lazy = !durable
+	tx.replay = true
 	for _, r := range recs {
 		if err := applyJournalRecord(tx, r.Txid, r.Payload); err != nil {
 			_ = tx.Rollback()

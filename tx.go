@@ -55,6 +55,8 @@ type txState struct {
 	spaceOps int
 	// lazy commits without waiting for a sync point (compaction steps).
 	lazy bool
+	// replay is set on the transaction that applies the journal at Open.
+	replay bool
 	// journaling is set while the transaction logs its changes for the
 	// commit journal (journal_ops.go): jlog is its record so far, jpath
 	// scratch space for bucket paths.
