@@ -80,6 +80,8 @@ func openFile(fs vfs.FS, path string, mode os.FileMode, opts Options) (*DB, erro
 		return nil, err
 	}
 	if err := db.load(fs); err != nil {
+		// The flush Open may have started in the background.
+		db.bgSyncs.Wait()
 		_ = f.Unlock()
 		_ = f.Close()
 		return nil, err
@@ -216,11 +218,13 @@ func (db *DB) load(fs vfs.FS) error {
 	db.recovered = rec
 	db.slotMeta = metas
 	db.openedMetaErrs = errs
-	return db.start(meta, slot)
+	return db.start(meta, slot, false)
 }
 
 // start publishes meta as the current state and prepares the writer.
-func (db *DB) start(meta *page.Meta, slot int) error {
+// durable says the file's state is known to be on stable storage (create
+// has just flushed it).
+func (db *DB) start(meta *page.Meta, slot int, durable bool) error {
 	if err := db.pager.EnsureMapped(meta.HWM); err != nil {
 		return err
 	}
@@ -247,18 +251,26 @@ func (db *DB) start(meta *page.Meta, slot int) error {
 	db.lastFullSync = time.Now()
 	db.flushed = meta.Txid
 	db.spaceStats = space.Stats()
-	if !db.readOnly {
+	if !db.readOnly && !durable && meta.Txid != meta.Steady {
 		// The state may have been recovered from the page cache after a
-		// process crash: make it durable before anything builds on it. A
-		// clean-close meta (txid == steady, see writeCleanMeta) needs no
-		// flush: Close wrote it only after the state it describes was
-		// durable, and if the meta itself was not, the previous one
-		// describes the same state.
-		if meta.Txid != meta.Steady {
-			if err := db.pager.Sync(vfs.SyncData); err != nil {
-				return err
+		// process crash: make it durable before anything builds on it.
+		// Until the flush is done, no byte of the file changes (the
+		// pager holds every write and cut), so a crash meanwhile finds
+		// the file as this Open did; Open itself writes nothing and does
+		// not wait. A clean-close meta (txid == steady, see
+		// writeCleanMeta) needs no flush: Close wrote it only after the
+		// state it describes was durable, and if the meta itself was
+		// not, the previous one describes the same state.
+		release := db.pager.HoldWrites()
+		db.bgSyncs.Add(1)
+		go func() {
+			defer db.bgSyncs.Done()
+			err := db.pager.Sync(vfs.SyncData)
+			if err != nil {
+				err = db.latch(fmt.Errorf("rivet: flushing the state recovered at Open: %w", err))
 			}
-		}
+			release(err)
+		}()
 	}
 	if !db.readOnly {
 		// A tail that no meta on disk reaches (a Compact whose cut had to
@@ -552,5 +564,5 @@ func (db *DB) create(fs vfs.FS) error {
 		return err
 	}
 	db.slotMeta = [2]*page.Meta{m, m}
-	return db.start(m, 0)
+	return db.start(m, 0, true)
 }

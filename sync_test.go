@@ -92,6 +92,8 @@ func TestBackgroundSyncTakesUpRequests(t *testing.T) {
 		}
 	}}
 	db := openCheckedFS(t, fs, &Options{PageSize: 1024, InitialMmapSize: memMapSize, Durability: None})
+	// The flush Open may run in the background is not the one to block.
+	db.bgSyncs.Wait()
 	put := func(i int) uint64 {
 		t.Helper()
 		mustPutOne(t, db, "b", fmt.Sprint(i), "v")

@@ -112,6 +112,9 @@ type Pager struct {
 	maxSize  int64
 	readOnly bool
 
+	// hold, while set, makes writes and cuts of the file wait (HoldWrites).
+	hold atomic.Pointer[writeHold]
+
 	// wmu serialises the writer-side calls and Close. It guards scratch (used
 	// only for pages smaller than the OS page, see WriteRuns) and sorted, and
 	// the transitions of cur and closed.
@@ -672,7 +675,10 @@ func (p *Pager) Cut(chunk int64) (more bool, err error) {
 	p.size.Store(to)
 	p.cutMu.Lock()
 	p.wmu.Unlock()
-	err = p.f.Truncate(to)
+	err = p.waitHold()
+	if err == nil {
+		err = p.f.Truncate(to)
+	}
 	p.cutMu.Unlock()
 	if err != nil {
 		// The file may be anything from to to cur bytes long: size stays
@@ -683,6 +689,41 @@ func (p *Pager) Cut(chunk int64) (more bool, err error) {
 	p.cutting = more && p.cutting
 	p.wmu.Unlock()
 	return more, nil
+}
+
+// writeHold is a hold on the file's writes (HoldWrites): done is closed
+// when it ends, and err then says why writes fail, if they must.
+type writeHold struct {
+	done chan struct{}
+	err  error
+}
+
+// HoldWrites makes every write and every cut of the file from now on
+// wait until release is called; if release is given an error, they fail
+// with it from then on. Growing the file does not wait: it changes no
+// byte a reader or a crash can find. Open holds writes while the flush of
+// a state recovered from the page cache runs (docs/design.md §3.4).
+func (p *Pager) HoldWrites() (release func(error)) {
+	h := &writeHold{done: make(chan struct{})}
+	p.hold.Store(h)
+	return func(err error) {
+		h.err = err
+		if err == nil {
+			p.hold.CompareAndSwap(h, nil)
+		}
+		close(h.done)
+	}
+}
+
+// waitHold waits for a hold on writes to end (HoldWrites) and returns the
+// error it ended with.
+func (p *Pager) waitHold() error {
+	h := p.hold.Load()
+	if h == nil {
+		return nil
+	}
+	<-h.done
+	return h.err
 }
 
 // writable returns why the pager cannot change the file, if it cannot.
@@ -702,6 +743,9 @@ func (p *Pager) writable() error {
 func (p *Pager) truncate(cur, size int64) error {
 	if size >= cur {
 		return nil
+	}
+	if err := p.waitHold(); err != nil {
+		return err
 	}
 	if err := p.f.Truncate(size); err != nil {
 		return err
@@ -946,6 +990,9 @@ func (p *Pager) writeGroup(group []page.Run, total int, off int64) error {
 // write_bytes per flush; after 4 KiB initial writes, 399 KiB). The extent
 // is still contiguous on disk: only the system calls are split.
 func (p *Pager) writeExtent(buf []byte, off int64) error {
+	if err := p.waitHold(); err != nil {
+		return err
+	}
 	chunk := p.ps
 	if chunk < osPageSize {
 		chunk = osPageSize

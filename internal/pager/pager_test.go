@@ -1132,3 +1132,46 @@ func TestCutKeepsLaterWrites(t *testing.T) {
 		}
 	})
 }
+
+// TestHoldWrites: while writes are held, a write and a cut wait (growing
+// the file does not); released, they go on; released with an error, they
+// fail with it.
+func TestHoldWrites(t *testing.T) {
+	c := vfs.NewCounting(vfs.NewMem())
+	p := mustOpen(t, openFile(t, c, "db"), smallMaps)
+	if err := p.WriteRuns([]page.Run{{ID: 10, Data: pageBytes(10, 1, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	release := p.HoldWrites()
+	if err := p.Grow(40); err != nil {
+		t.Fatalf("a grow waited for the hold or failed: %v", err)
+	}
+	c.Reset()
+	wrote := make(chan error, 1)
+	go func() { wrote <- p.WriteRuns([]page.Run{{ID: 30, Data: pageBytes(30, 1, 0)}}) }()
+	select {
+	case err := <-wrote:
+		t.Fatalf("a write passed the hold: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if got := c.Snapshot().WriteCalls; got != 0 {
+		t.Fatalf("%d WriteAt calls during the hold", got)
+	}
+	release(nil)
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Truncate(int64(20 * ps)); err != nil {
+		t.Fatal(err)
+	}
+
+	held := errors.New("the flush failed")
+	release = p.HoldWrites()
+	release(held)
+	if err := p.WriteRuns([]page.Run{{ID: 12, Data: pageBytes(12, 1, 0)}}); !errors.Is(err, held) {
+		t.Fatalf("write after a failed hold: %v, want its error", err)
+	}
+	if err := p.Truncate(int64(16 * ps)); !errors.Is(err, held) {
+		t.Fatalf("cut after a failed hold: %v, want its error", err)
+	}
+}
