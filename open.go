@@ -261,6 +261,9 @@ func (db *DB) start(meta *page.Meta, slot int, durable bool) error {
 		// writeCleanMeta) needs no flush: Close wrote it only after the
 		// state it describes was durable, and if the meta itself was
 		// not, the previous one describes the same state.
+		// Until it is done only the previous sync point counts as
+		// flushed, so a Sync meanwhile makes a flush of its own.
+		db.flushed = meta.Steady
 		release := db.pager.HoldWrites()
 		db.bgSyncs.Add(1)
 		go func() {
@@ -268,6 +271,10 @@ func (db *DB) start(meta *page.Meta, slot int, durable bool) error {
 			err := db.pager.Sync(vfs.SyncData)
 			if err != nil {
 				err = db.latch(fmt.Errorf("rivet: flushing the state recovered at Open: %w", err))
+			} else {
+				db.syncMu.Lock()
+				db.flushed = max(db.flushed, meta.Txid)
+				db.syncMu.Unlock()
 			}
 			release(err)
 		}()

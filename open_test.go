@@ -13,8 +13,8 @@ import (
 // TestOpenFlushesRecoveredStateInBackground: after a process crash, a
 // writable Open returns without waiting for the flush that makes the state
 // it recovered from the page cache durable. Until that flush is done no
-// byte of the file changes, and a write that comes meanwhile (here a sync
-// point) waits for it.
+// byte of the file changes, a write that comes meanwhile (here a sync
+// point) waits for it, and Sync flushes on its own.
 func TestOpenFlushesRecoveredStateInBackground(t *testing.T) {
 	opts := &Options{PageSize: 1024, InitialMmapSize: memMapSize, Durability: None}
 	crash := vfs.NewCrashable()
@@ -45,10 +45,14 @@ func TestOpenFlushesRecoveredStateInBackground(t *testing.T) {
 		release             = make(chan struct{})
 		blocked, wroteEarly atomic.Bool
 		once                sync.Once
+		syncs               atomic.Int64
 	)
 	fs := &hookFS{FS: image, beforeOn: func(name, op string) {
 		if name != "/db" {
 			return
+		}
+		if op == "sync" {
+			syncs.Add(1)
 		}
 		switch {
 		case op == "sync" && !blocked.Load():
@@ -98,6 +102,17 @@ func TestOpenFlushesRecoveredStateInBackground(t *testing.T) {
 	}); err != nil {
 		close(release)
 		t.Fatal(err)
+	}
+	// Sync must not take the recovered state for flushed while its flush
+	// runs: it flushes on its own.
+	before := syncs.Load()
+	if err := rdb.Sync(); err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	if syncs.Load() == before {
+		close(release)
+		t.Fatal("Sync returned without a flush while the recovered state's flush was still running")
 	}
 	mustPutOne(t, rdb, "b", "20", "v")
 	synced := make(chan error, 1)
