@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -463,9 +464,11 @@ func (db *DB) verify(m *page.Meta, size int64, rec *Recovery) error {
 	view := db.pager.Acquire()
 	defer view.Release()
 	mapped := view.Bytes()
+	var verified atomic.Int64
+	defer func() { rec.PagesVerified += int(verified.Load()) }()
 	w := btree.Walker{
 		Fetch: func(id page.ID, n uint64) ([]byte, error) {
-			rec.PagesVerified += int(n)
+			verified.Add(int64(n))
 			if n <= m.HWM && uint64(id) <= m.HWM-n && (uint64(id)+n)*uint64(ps) <= uint64(len(mapped)) {
 				lo, hi := uint64(id)*uint64(ps), (uint64(id)+n)*uint64(ps)
 				return mapped[lo:hi:hi], nil
@@ -476,6 +479,9 @@ func (db *DB) verify(m *page.Meta, size int64, rec *Recovery) error {
 		HWM:             m.HWM,
 		MinTxid:         m.Steady,
 		VerifyChecksums: true,
+		// Reading through the map, a page costs its fault and its
+		// checksum, both of which two processors share.
+		Workers: 2,
 	}
 	if err := w.Walk(m.Root); err != nil {
 		return err

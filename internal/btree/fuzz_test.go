@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
 	"testing"
 
 	rerrors "github.com/rivetkv/rivet/errors"
@@ -452,5 +455,65 @@ func TestCursorBranchDAGTerminates(t *testing.T) {
 	}
 	if !errors.Is(env.Err, rerrors.ErrCorrupt) {
 		t.Fatalf("cursor over a branch DAG: %d steps, env.Err %v, want ErrCorrupt", steps, env.Err)
+	}
+}
+
+// A walk split between two walkers (Workers 2) visits the same runs as a
+// walk by one, and reports damage that only the second half reaches.
+func TestWalkerWorkersVisitTheSame(t *testing.T) {
+	base := buildFuzzImage(t)
+	walk := func(img []byte, workers int) (map[page.ID]page.Type, error) {
+		var mu sync.Mutex
+		seen := map[page.ID]page.Type{}
+		w := Walker{
+			Fetch:           func(id page.ID, n uint64) ([]byte, error) { return img[id*fuzzPS : (id+n)*fuzzPS], nil },
+			PageSize:        fuzzPS,
+			HWM:             base.hwm,
+			All:             true,
+			VerifyChecksums: true,
+			Visit: func(id page.ID, n uint64, typ page.Type) error {
+				mu.Lock()
+				defer mu.Unlock()
+				seen[id] = typ
+				return nil
+			},
+			Workers: workers,
+		}
+		return seen, w.Walk(base.root)
+	}
+	one, err := walk(base.img, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := walk(base.img, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(one, two) {
+		t.Fatalf("one walker visited %d runs, two walkers %d", len(one), len(two))
+	}
+	// Damage the rightmost leaf: it lies under the root's last child, in
+	// the half the second walker takes.
+	ref := base.root
+	for depth := 0; ; depth++ {
+		n, err := page.NodeFromBuffer(base.img[ref.ID*fuzzPS:(ref.ID+1)*fuzzPS], fuzzPS, ref.ID, ref.Txid, base.hwm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.IsLeaf() {
+			if depth == 0 {
+				t.Fatal("the image's root is a leaf: there is nothing to split")
+			}
+			break
+		}
+		ref = n.BranchChild(n.Count() - 1)
+	}
+	last := ref.ID
+	damaged := slices.Clone(base.img)
+	damaged[last*fuzzPS+fuzzPS-1] ^= 0xff
+	for _, workers := range []int{1, 2} {
+		if _, err := walk(damaged, workers); !errors.Is(err, rerrors.ErrCorrupt) {
+			t.Fatalf("%d walker(s) over a damaged leaf %d: %v, want ErrCorrupt", workers, last, err)
+		}
 	}
 }

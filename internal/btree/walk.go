@@ -39,6 +39,11 @@ type Walker struct {
 	// Readahead, if set, is asked for the children of every branch the
 	// walk enters, before it visits them (readahead.go).
 	Readahead Readahead
+	// Workers, if above 1, lets the walk split the children of the first
+	// branch it enters between itself and a second walker running in
+	// another goroutine (split). Fetch, Visit and Report must then be safe
+	// to call from two goroutines at once.
+	Workers int
 
 	stopped bool
 	first   error
@@ -158,8 +163,56 @@ func (w *Walker) node(ref page.Ref, depth, nest int, lo, hi []byte) {
 	if w.Readahead != nil && !n.IsLeaf() {
 		w.hintBranch(n)
 	}
+	if w.Workers > 1 && !n.IsLeaf() && n.Count() >= 2 {
+		w.split(n, ref, h, depth, nest, lo, hi)
+		return
+	}
+	w.elems(n, ref, h, depth, nest, lo, hi, 0, n.Count())
+}
+
+// split walks the children of branch n in two halves at once: the second
+// half on a walker of its own in another goroutine. That walker does not
+// split again, and neither does w once it has split. Each keeps its own
+// set of reached pages, so a page both halves reach is read by both: the
+// walk's work stays within twice its bound.
+func (w *Walker) split(n page.Node, ref page.Ref, h page.Header, depth, nest int, lo, hi []byte) {
+	w.Workers = 1
+	other := &Walker{
+		Fetch: w.Fetch, PageSize: w.PageSize, HWM: w.HWM, All: w.All, MinTxid: w.MinTxid,
+		VerifyChecksums: w.VerifyChecksums, Visit: w.Visit, Report: w.Report,
+	}
+	mid := n.Count() / 2
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		other.elems(n, ref, h, depth, nest, lo, hi, mid, n.Count())
+	}()
+	w.elems(n, ref, h, depth, nest, lo, hi, 0, mid)
+	<-done
+	if other.first != nil && w.first == nil {
+		w.first = other.first
+	}
+	w.stopped = w.stopped || other.stopped
+}
+
+// elems checks the elements [from, to) of node n, read from ref, and walks
+// on into what they reach.
+func (w *Walker) elems(n page.Node, ref page.Ref, h page.Header, depth, nest int, lo, hi []byte, from, to int) {
 	var prev []byte
-	for i := 0; i < n.Count() && !w.stopped; i++ {
+	if from > 0 {
+		var err error
+		if n.IsLeaf() {
+			prev, err = n.LeafKey(from - 1)
+		} else {
+			prev, err = n.BranchKey(from - 1)
+		}
+		if err != nil {
+			w.report(err)
+			return
+		}
+	}
+	var err error
+	for i := from; i < to && !w.stopped; i++ {
 		var key []byte
 		if n.IsLeaf() {
 			key, err = n.LeafKey(i)
