@@ -11,6 +11,7 @@
 //
 //	go run ./cmd/crashopen                      # 1M keys, 100-key commits, 30 rounds
 //	go run ./cmd/crashopen -per 1 -rounds 10    # one-key commits
+//	go run ./cmd/crashopen -cpuprofile /tmp/open.prof && go tool pprof /tmp/open.prof.*
 package main
 
 import (
@@ -23,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -38,6 +40,7 @@ func main() {
 	maxRun := flag.Duration("max", 3*time.Second, "longest run of the child before its kill")
 	dir := flag.String("dir", os.TempDir(), "directory for the database files")
 	child := flag.String("child", "", "internal: run as the child on this file")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of each Open after a kill to this path plus the round's number (go tool pprof merges them)")
 	flag.Parse()
 	if *child != "" {
 		runChild(*child, *keys, *value, *per)
@@ -93,9 +96,24 @@ func main() {
 				journal += st.Size()
 			}
 		}
+		var profile *os.File
+		if *cpuProfile != "" {
+			if profile, err = os.Create(fmt.Sprintf("%s.%d", *cpuProfile, round)); err != nil {
+				fail(err)
+			}
+			if err := pprof.StartCPUProfile(profile); err != nil {
+				fail(err)
+			}
+		}
 		start := time.Now()
 		db, err := rivet.Open(path, 0o600, nil)
 		took := time.Since(start)
+		if profile != nil {
+			pprof.StopCPUProfile()
+			if err := profile.Close(); err != nil {
+				fail(err)
+			}
+		}
 		if err != nil {
 			fail(fmt.Errorf("round %d: open after the kill: %w", round, err))
 		}
