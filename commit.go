@@ -208,15 +208,21 @@ func (tx *Tx) commit() (committed, error) {
 			// A later flush covers a compaction step: start sending its
 			// pages to storage now, so that flush finds less to write.
 			write = db.pager.WriteRunsAndStart
-		case (viaJournal || !syncs) && runPages(runs, db.pageSize) <= maxDeferredCommitPages:
+		case viaJournal && db.journalCommitDefers(runPages(runs, db.pageSize)),
+			!syncs && runPages(runs, db.pageSize) <= maxDeferredCommitPages:
 			// Nothing reads these pages from the file before the next
 			// sync point: the journal, or nothing (Periodic, None),
 			// carries the commit to it. They wait in memory, where
 			// readers find them, and the sync point writes the ones
-			// still in use (docs/design.md §3.9). Only small commits
-			// defer: theirs are the pages the next commits rewrite (the
-			// path from the root), while a large commit's are mostly
-			// pages no other commit touches before the sync point.
+			// still in use (docs/design.md §3.9). A journaled commit's
+			// checkpoint is at most a journal file away, and its
+			// pages, large commit or small, are then written once
+			// however many commits rewrote them and with no system call
+			// on the commit's path. Under Periodic and None only small
+			// commits defer: theirs are the path from the root that the
+			// next commits rewrite, while a large commit's are mostly
+			// pages no other commit touches before a sync point that may
+			// be far away.
 			write = db.pager.Defer
 			tx.deferred = true
 		}
@@ -374,9 +380,35 @@ func (db *DB) writeEarly(runs []page.Run) error {
 // sync points (docs/design.md §3.9).
 const maxDeferredBytes = 64 << 20
 
-// maxDeferredCommitPages is the largest commit, in pages, that defers its
-// writes (docs/design.md §3.9).
+// maxDeferredCommitPages is the largest Periodic or None commit, in pages,
+// that defers its writes (docs/design.md §3.9).
 const maxDeferredCommitPages = 32
+
+// maxDeferredJournalPages is the largest journaled commit, in pages, that
+// defers its writes (docs/design.md §3.9): an eighth of maxDeferredBytes
+// at 4 KiB pages, so that one commit cannot fill the table.
+const maxDeferredJournalPages = 2048
+
+// journalCommitDefers reports whether a journaled commit of pages pages
+// defers them: a small one always, as a Periodic or None commit does; a
+// larger one, up to maxDeferredJournalPages, only while the table stays
+// under half its bound with them. Past the bound a commit writes the
+// whole table under the writer lock, and large commits deferring faster
+// than a paced checkpoint writes would make some commit pay for that;
+// written at commit instead, each pays for its own pages.
+func (db *DB) journalCommitDefers(pages int) bool {
+	return journalDefers(pages, db.pager.DeferredPages(), db.pageSize)
+}
+
+// journalDefers is journalCommitDefers for a table holding deferred pages
+// of pageSize bytes.
+func journalDefers(pages int, deferred int64, pageSize int) bool {
+	if pages <= maxDeferredCommitPages {
+		return true
+	}
+	return pages <= maxDeferredJournalPages &&
+		(deferred+int64(pages))*int64(pageSize) <= maxDeferredBytes/2
+}
 
 // runPages returns the pages runs hold.
 func runPages(runs []page.Run, pageSize int) int {

@@ -272,8 +272,11 @@ func crashRecoveryRound(t *testing.T, seed int64, points int, mode crashMode) {
 		crashes = keep
 	}
 	for i := 1; i <= commits; i++ {
+		// Every twelfth commit is large: past maxDeferredCommitPages,
+		// which a journaled commit still defers and the others write.
+		large := i%12 == 5
 		err := db.Update(func(tx *Tx) error {
-			for j := 0; j < 1+rng.Intn(20); j++ {
+			for j := 0; large && j < 150 || j < 1+rng.Intn(20); j++ {
 				name := []byte(fmt.Sprintf("b%d", rng.Intn(3)))
 				keys, maxValue := 200, 600
 				if rng.Intn(3) == 0 {

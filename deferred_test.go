@@ -107,3 +107,124 @@ func TestNoneWritesDeferredPagesBack(t *testing.T) {
 	}
 	mustCheck(t, db.DB)
 }
+
+// spreadCommit updates every step-th of keys keys ("k%06d") in one write
+// transaction: each update lands in another leaf, so the commit makes far
+// more than maxDeferredCommitPages pages.
+func spreadCommit(t *testing.T, db *testDB, keys, step int, fill byte) {
+	t.Helper()
+	if err := db.Update(func(tx *Tx) error {
+		b := tx.Bucket([]byte("b"))
+		for i := 0; i < keys; i += step {
+			if err := b.Put([]byte(fmt.Sprintf("k%06d", i)), bytes.Repeat([]byte{fill}, 100)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// loadSpread makes bucket "b" of keys keys of 100 bytes and flushes it.
+func loadSpread(t *testing.T, db *testDB, keys int) {
+	t.Helper()
+	if err := db.Update(func(tx *Tx) error {
+		b, err := tx.CreateBucket([]byte("b"))
+		if err != nil {
+			return err
+		}
+		for i := 0; i < keys; i++ {
+			if err := b.Put([]byte(fmt.Sprintf("k%06d", i)), bytes.Repeat([]byte{'v'}, 100)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestJournaledCommitsDeferLargeCommits: a journaled Full commit defers
+// its pages to the next checkpoint however many of them there are (up to
+// maxDeferredJournalPages), since the journal, not the file, makes it
+// durable; a None commit of the same size writes them at commit, as it is
+// mostly pages no later commit rewrites before a sync point that may be
+// far away.
+func TestJournaledCommitsDeferLargeCommits(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   *Options
+		defers bool
+	}{
+		{"journal", nil, true},
+		{"none", &Options{NoSync: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := openTestDB(t, tc.opts)
+			loadSpread(t, db, 20_000)
+			// The first commit after the flush may make a sync point of
+			// its own (the journal is trusted from one on).
+			spreadCommit(t, db, 20_000, 1000, 'a')
+			if err := db.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			written, deferred := db.Stats().PagesWritten, db.pager.DeferredPages()
+			spreadCommit(t, db, 20_000, 100, 'b')
+			wrote := db.Stats().PagesWritten - written
+			grew := db.pager.DeferredPages() - deferred
+			if tc.defers {
+				if wrote != 0 || grew <= maxDeferredCommitPages {
+					t.Fatalf("journaled commit: %d pages written at commit, %d deferred; want none written and more than %d deferred", wrote, grew, maxDeferredCommitPages)
+				}
+			} else if wrote <= maxDeferredCommitPages || grew != 0 {
+				t.Fatalf("None commit: %d pages written at commit, %d deferred; want more than %d written and none deferred", wrote, grew, maxDeferredCommitPages)
+			}
+			spreadCommit(t, db, 20_000, 100, 'c')
+			if err := db.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if n := db.pager.DeferredPages(); n != 0 {
+				t.Fatalf("%d pages still deferred after Sync", n)
+			}
+			if err := db.View(func(tx *Tx) error {
+				for i := 0; i < 20_000; i += 100 {
+					if v := tx.Bucket([]byte("b")).Get([]byte(fmt.Sprintf("k%06d", i))); !bytes.Equal(v, bytes.Repeat([]byte{'c'}, 100)) {
+						return fmt.Errorf("key %d: %.8q", i, v)
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestJournalDefers: a small journaled commit always defers; a large one
+// up to maxDeferredJournalPages, and only while the table stays under half
+// its bound with it.
+func TestJournalDefers(t *testing.T) {
+	const ps = 4096
+	half := int64(maxDeferredBytes / 2 / ps)
+	for _, tc := range []struct {
+		pages    int
+		deferred int64
+		want     bool
+	}{
+		{1, 0, true},
+		{maxDeferredCommitPages, half * 3, true},
+		{maxDeferredCommitPages + 1, 0, true},
+		{maxDeferredJournalPages, 0, true},
+		{maxDeferredJournalPages + 1, 0, false},
+		{100, half - 100, true},
+		{100, half - 99, false},
+	} {
+		if got := journalDefers(tc.pages, tc.deferred, ps); got != tc.want {
+			t.Errorf("journalDefers(%d pages, %d deferred) = %v, want %v", tc.pages, tc.deferred, got, tc.want)
+		}
+	}
+}

@@ -255,17 +255,11 @@ func (db *DB) syncThroughPaced(txid uint64, forceFull bool, w *commitChain, pace
 		}
 
 		db.lingerForCommits()
-		// Most deferred pages go to the file before the writer lock is
-		// taken, so that commits go on meanwhile; prepareSync writes
-		// those of the commits since, under the lock. Writing them
-		// early is safe (pager.WriteDeferred), and a failure leaves them
-		// in the table for prepareSync, which reports it. In pieces: a
-		// commit defers its pages through the same pager lock.
 		var between func(lo, hi int64)
 		if paced {
 			between = db.paceCheckpoint
 		}
-		_ = db.pager.WriteDeferredInPieces(deferredPiecePages, between)
+		db.writeDeferredUnlocked(between)
 		db.writer.Lock()
 		job, err := db.prepareSync(db.syncKind(forceFull), nil)
 		db.writer.Unlock()
@@ -283,6 +277,33 @@ func (db *DB) syncThroughPaced(txid uint64, forceFull bool, w *commitChain, pace
 		db.syncMu.Lock()
 	}
 }
+
+// writeDeferredUnlocked writes most deferred pages to the file before a
+// sync point's leader takes the writer lock, so that commits go on
+// meanwhile; prepareSync writes those deferred since, under the lock.
+// Writing them early is safe (pager.WriteDeferred), and a failure leaves
+// them in the table for prepareSync, which reports it. In pieces, with
+// between (if set) run after each: a commit defers its pages through the
+// same pager lock. The first pass takes the runs deferred before it began;
+// commits defer more while it runs (a paced pass may take many
+// milliseconds, and a journaled commit may defer hundreds of pages), so
+// unpaced passes follow while more than a piece is left, at most
+// maxDeferredPasses in all: what remains for the lock is what the last
+// pass's commits deferred.
+func (db *DB) writeDeferredUnlocked(between func(lo, hi int64)) {
+	_ = db.pager.WriteDeferredInPieces(deferredPiecePages, between)
+	for range maxDeferredPasses - 1 {
+		if db.pager.DeferredPages() <= deferredPiecePages {
+			return
+		}
+		_ = db.pager.WriteDeferredInPieces(deferredPiecePages, nil)
+	}
+}
+
+// maxDeferredPasses bounds the passes writeDeferredUnlocked makes over
+// the dirty table, so that commits deferring as fast as it writes cannot
+// keep a sync point from taking the lock.
+const maxDeferredPasses = 4
 
 // deferredPiecePages is how many deferred pages a sync point writes
 // before it lets a commit through the pager (WriteDeferredInPieces).

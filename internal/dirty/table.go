@@ -210,22 +210,52 @@ func (t *Table) Flush(write func([]page.Run) error) error {
 // theirs (0: no such bound; at least one run is taken). It returns how
 // many runs it took; the later ones stay for the next call.
 func (t *Table) FlushSome(maxRuns, maxPages int, write func([]page.Run) error) (int, error) {
+	p := t.TakeSome(maxRuns, maxPages)
+	if len(p.Runs) > 0 {
+		if err := write(p.Runs); err != nil {
+			return 0, err
+		}
+	}
+	t.Finish(p)
+	return p.taken, nil
+}
+
+// Piece is a part of the table TakeSome handed out to be written: its
+// Runs, and what Finish needs to forget them.
+type Piece struct {
+	// Runs are the pages to write, as runs in page order.
+	Runs  []page.Run
+	done  []written
+	taken int
+}
+
+// Taken returns how many stored runs the piece took.
+func (p *Piece) Taken() int { return p.taken }
+
+// written is a page of a Piece: the entry it was written from.
+type written struct {
+	c *chunk
+	i uint64
+	e *entry
+}
+
+// TakeSome returns the piece FlushSome would write, changing nothing. Once
+// its runs are written, Finish removes their entries. Between the two the
+// table may take Put (a later run replacing a page of the piece keeps its
+// entry, and the piece's bytes for that page are stale, so the newer entry
+// must reach the file after them) and Run, nothing else. If the write
+// fails, the piece is dropped without Finish and the table stays as it
+// was.
+func (t *Table) TakeSome(maxRuns, maxPages int) Piece {
+	var p Piece
 	if len(t.runs) == 0 || maxRuns <= 0 {
-		return 0, nil
+		return p
 	}
-	var out []page.Run
-	type written struct {
-		c *chunk
-		i uint64
-		e *entry
-	}
-	var done []written
-	taken := 0
 	for _, s := range t.runs {
-		if taken == maxRuns || (maxPages > 0 && taken > 0 && len(done) >= maxPages) {
+		if p.taken == maxRuns || (maxPages > 0 && p.taken > 0 && len(p.done) >= maxPages) {
 			break
 		}
-		taken++
+		p.taken++
 		start := -1 // first page of the current piece of s
 		for i := range s.entries {
 			id := s.id + page.ID(i)
@@ -233,7 +263,7 @@ func (t *Table) FlushSome(maxRuns, maxPages int, write func([]page.Run) error) (
 			c, j := t.slot(id, false)
 			current := c != nil && c.slots[j].Load() == e
 			if current {
-				done = append(done, written{c, j, e})
+				p.done = append(p.done, written{c, j, e})
 				if start < 0 {
 					start = i
 				}
@@ -243,27 +273,27 @@ func (t *Table) FlushSome(maxRuns, maxPages int, write func([]page.Run) error) (
 				if current {
 					end = i + 1
 				}
-				out = append(out, page.Run{ID: s.id + page.ID(start), Data: s.data[start*t.pageSize : end*t.pageSize]})
+				p.Runs = append(p.Runs, page.Run{ID: s.id + page.ID(start), Data: s.data[start*t.pageSize : end*t.pageSize]})
 				start = -1
 			}
 		}
 	}
-	slices.SortFunc(out, page.CompareRuns)
-	if len(out) > 0 {
-		if err := write(out); err != nil {
-			return 0, err
-		}
-	}
-	for _, w := range done {
+	slices.SortFunc(p.Runs, page.CompareRuns)
+	return p
+}
+
+// Finish forgets the runs p took, once they are written: it removes the
+// entries of p's pages that are still the ones p was taken from.
+func (t *Table) Finish(p Piece) {
+	for _, w := range p.done {
 		if w.c.slots[w.i].CompareAndSwap(w.e, nil) {
 			w.c.mark(w.i, false)
 			t.removed(w.e)
 		}
 	}
-	rest := copy(t.runs, t.runs[taken:])
+	rest := copy(t.runs, t.runs[p.taken:])
 	clear(t.runs[rest:])
 	t.runs = t.runs[:rest]
-	return taken, nil
 }
 
 // Runs returns the number of runs stored since the last Flush.

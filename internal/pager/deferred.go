@@ -48,6 +48,7 @@ func (p *Pager) Defer(runs []page.Run) error {
 func (p *Pager) WriteDeferred() error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
+	p.waitPiece()
 	if p.closed.Load() {
 		return ErrClosed
 	}
@@ -89,20 +90,41 @@ func (p *Pager) WriteDeferredInPieces(piecePages int, between func(lo, hi int64)
 // writeDeferredPiece writes the pages of the oldest deferred runs, at most
 // maxRuns of them and about maxPages pages, and sets [*lo, *hi) to the
 // bytes they span. It returns how many runs it took.
+//
+// It writes them without wmu, so that commits deferring their pages do
+// not wait for the writes: it takes the piece from the table and grows the
+// file under wmu, marks the pager busy (pieceBusy: every other write, cut
+// and take from the table waits), writes, and forgets the piece under wmu
+// again. A commit may meanwhile replace a page of the piece; its newer
+// entry stays, and is written after these bytes.
 func (p *Pager) writeDeferredPiece(maxRuns, maxPages int, lo, hi *int64) (int, error) {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
+	p.waitPiece()
 	if p.closed.Load() {
 		return 0, ErrClosed
 	}
 	if p.readOnly && p.dirty.Pages() > 0 {
 		return 0, rerrors.ErrDatabaseReadOnly
 	}
-	return p.dirty.FlushSome(maxRuns, maxPages, func(runs []page.Run) error {
+	piece := p.dirty.TakeSome(maxRuns, maxPages)
+	if len(piece.Runs) > 0 {
 		var err error
-		*lo, *hi, err = p.writeRunsLocked(runs)
-		return err
-	})
+		if *lo, *hi, err = p.prepareWrite(piece.Runs); err != nil {
+			return 0, err
+		}
+		p.pieceBusy = true
+		p.wmu.Unlock()
+		err = p.writeSorted(piece.Runs, &p.pieceScratch)
+		p.wmu.Lock()
+		p.pieceBusy = false
+		p.pieceDone.Broadcast()
+		if err != nil {
+			return 0, err
+		}
+	}
+	p.dirty.Finish(piece)
+	return piece.Taken(), nil
 }
 
 // Dirty returns the table of deferred pages, which readers consult before

@@ -2,9 +2,15 @@ package pager
 
 import (
 	"bytes"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rivetkv/rivet/internal/page"
+	"github.com/rivetkv/rivet/internal/vfs"
 )
 
 // deferredOptions opens the pagers of these tests.
@@ -167,6 +173,112 @@ func TestWriteDeferredInPieces(t *testing.T) {
 		}
 		if got, err := p.ReadPages(60, 1); err != nil || !bytes.Equal(got, pageBytes(60, 1, 2)) || p.DeferredPages() != 0 {
 			t.Fatalf("page 60 not written by the next call (%v)", err)
+		}
+	})
+}
+
+// writeGateFS holds the first WriteAt of a page at or past gateFrom until
+// release is closed, after signalling entered: a piece of the dirty table
+// caught in a slow write.
+type writeGateFS struct {
+	vfs.FS
+	gateFrom int64
+	entered  chan struct{}
+	release  chan struct{}
+	gated    atomic.Bool
+	mu       sync.Mutex
+	order    []int64 // offsets written, in order
+}
+
+func (fs *writeGateFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := fs.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &writeGateFile{File: f, fs: fs}, nil
+}
+
+type writeGateFile struct {
+	vfs.File
+	fs *writeGateFS
+}
+
+func (f *writeGateFile) WriteAt(b []byte, off int64) (int, error) {
+	if off >= f.fs.gateFrom && f.fs.gated.CompareAndSwap(false, true) {
+		f.fs.entered <- struct{}{}
+		<-f.fs.release
+	}
+	f.fs.mu.Lock()
+	f.fs.order = append(f.fs.order, off)
+	f.fs.mu.Unlock()
+	return f.File.WriteAt(b, off)
+}
+
+// TestPieceWritesWithoutTheLock: while a piece of the dirty table is being
+// written, a commit defers its pages without waiting, even one that makes
+// a page of the piece again; a direct write and the next write of the
+// table wait for the piece; the page made again ends with its newer bytes
+// in the file.
+func TestPieceWritesWithoutTheLock(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		gate := &writeGateFS{gateFrom: 10 * ps, entered: make(chan struct{}, 1), release: make(chan struct{})}
+		f := b.open(t, func(fs vfs.FS) vfs.FS { gate.FS = fs; return gate })
+		p := mustOpen(t, f, deferredOptions)
+		if err := p.Defer([]page.Run{{ID: 10, Data: pageBytes(10, 2, 1)}}); err != nil {
+			t.Fatal(err)
+		}
+		piece := make(chan error, 1)
+		go func() { piece <- p.WriteDeferredInPieces(64, nil) }()
+		<-gate.entered
+
+		deferred := make(chan error, 1)
+		go func() {
+			// A commit that makes page 11 again and a new page 30.
+			deferred <- p.Defer([]page.Run{{ID: 11, Data: pageBytes(11, 1, 2)}, {ID: 30, Data: pageBytes(30, 1, 2)}})
+		}()
+		select {
+		case err := <-deferred:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			close(gate.release)
+			t.Fatal("Defer waited for the piece being written")
+		}
+		direct := make(chan error, 1)
+		go func() { direct <- p.WriteRuns([]page.Run{{ID: 40, Data: pageBytes(40, 1, 3)}}) }()
+		select {
+		case err := <-direct:
+			close(gate.release)
+			t.Fatalf("a direct write went through while the piece was written (%v)", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		close(gate.release)
+		if err := <-piece; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-direct; err != nil {
+			t.Fatal(err)
+		}
+		gate.mu.Lock()
+		order := slices.Clone(gate.order)
+		gate.mu.Unlock()
+		if i := slices.Index(order, 40*ps); i < 0 || slices.Index(order, 11*ps) > i {
+			t.Fatalf("writes in order %v: the direct write of page 40 came before the piece's page 11", order)
+		}
+		// Page 11's newer entry outlived the piece; page 10's did not.
+		if p.Dirty().Run(10) != nil || !bytes.Equal(p.Dirty().Run(11), pageBytes(11, 1, 2)) || p.Dirty().Run(30) == nil {
+			t.Fatal("after the piece: page 10 still deferred, or page 11's newer entry or page 30's gone")
+		}
+		if err := p.WriteDeferred(); err != nil {
+			t.Fatal(err)
+		}
+		want := append(pageBytes(10, 2, 1)[:ps:ps], pageBytes(11, 1, 2)...)
+		if got, err := p.ReadPages(10, 2); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("pages 10-11 do not hold the piece's page 10 and the newer page 11 (%v)", err)
+		}
+		if got, err := p.ReadPages(30, 1); err != nil || !bytes.Equal(got, pageBytes(30, 1, 2)) {
+			t.Fatalf("page 30 not written (%v)", err)
 		}
 	})
 }

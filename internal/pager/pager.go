@@ -122,6 +122,19 @@ type Pager struct {
 	scratch []byte
 	sorted  []page.Run
 
+	// pieceBusy is set while writeDeferredPiece writes a piece of the
+	// dirty table without wmu, so that commits defer their pages
+	// meanwhile; pieceDone is signalled (L = &wmu) when it is cleared.
+	// Invariant: while pieceBusy, nothing else writes or cuts the file or
+	// takes from the dirty table — every call that does waits for it
+	// (waitPiece) right after taking wmu — so the piece's bytes for a
+	// page, stale if a later Defer replaced its entry, reach the file
+	// before that newer entry's. pieceScratch serves the piece as scratch
+	// serves the others.
+	pieceBusy    bool
+	pieceDone    sync.Cond
+	pieceScratch []byte
+
 	// mu guards cur. Acquire loads cur and takes its reference under the
 	// read lock; install swaps cur under the write lock before dropping the
 	// old mapping's current-reference. So a mapping cannot reach zero
@@ -196,6 +209,7 @@ func Open(f vfs.File, opts Options) (*Pager, error) {
 		maxSize:  opts.MaxSize,
 		readOnly: opts.ReadOnly,
 	}
+	p.pieceDone.L = &p.wmu
 	if p.reserve == 0 {
 		p.reserve = DefaultMmapReserve32
 		if is64Bit {
@@ -611,6 +625,7 @@ func (p *Pager) SetMaxSize(size int64) {
 func (p *Pager) Truncate(size int64) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
+	p.waitPiece()
 	p.cutMu.Lock()
 	defer p.cutMu.Unlock()
 	if err := p.writable(); err != nil {
@@ -645,6 +660,7 @@ func (p *Pager) BeginCut(size int64) {
 // though the kernel may serialise them with the file's size change.
 func (p *Pager) Cut(chunk int64) (more bool, err error) {
 	p.wmu.Lock()
+	p.waitPiece()
 	if err := p.writable(); err != nil {
 		p.wmu.Unlock()
 		return false, err
@@ -724,6 +740,14 @@ func (p *Pager) waitHold() error {
 	}
 	<-h.done
 	return h.err
+}
+
+// waitPiece waits, with wmu held, until no piece of the dirty table is
+// being written without it (pieceBusy).
+func (p *Pager) waitPiece() {
+	for p.pieceBusy {
+		p.pieceDone.Wait()
+	}
 }
 
 // writable returns why the pager cannot change the file, if it cannot.
@@ -859,6 +883,7 @@ func (p *Pager) WaitWritebackRange(lo, hi int64) bool {
 func (p *Pager) writeRuns(runs []page.Run) (lo, hi int64, err error) {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
+	p.waitPiece()
 	lo, hi, err = p.writeRunsLocked(runs)
 	if err == nil {
 		// What was just written is newer than any entry for its pages.
@@ -872,13 +897,10 @@ func (p *Pager) writeRuns(runs []page.Run) (lo, hi int64, err error) {
 // writeRunsLocked is writeRuns with wmu held, leaving the dirty table
 // alone.
 func (p *Pager) writeRunsLocked(runs []page.Run) (lo, hi int64, err error) {
-	if p.closed.Load() {
-		return 0, 0, ErrClosed
-	}
-	if p.readOnly {
-		return 0, 0, rerrors.ErrDatabaseReadOnly
-	}
 	if len(runs) == 0 {
+		if err := p.writable(); err != nil {
+			return 0, 0, err
+		}
 		return 0, 0, nil
 	}
 	sorted := append(p.sorted[:0], runs...)
@@ -892,6 +914,23 @@ func (p *Pager) writeRunsLocked(runs []page.Run) (lo, hi int64, err error) {
 	}()
 	if !slices.IsSortedFunc(sorted, page.CompareRuns) {
 		slices.SortFunc(sorted, page.CompareRuns)
+	}
+	if lo, hi, err = p.prepareWrite(sorted); err != nil {
+		return 0, 0, err
+	}
+	if err := p.writeSorted(sorted, &p.scratch); err != nil {
+		return 0, 0, err
+	}
+	return lo, hi, nil
+}
+
+// prepareWrite checks runs sorted by page id for a write — each a positive
+// multiple of the page size, within the largest offset, none overlapping —
+// and grows the file to cover them. It returns the byte range they span.
+// The caller holds wmu.
+func (p *Pager) prepareWrite(sorted []page.Run) (lo, hi int64, err error) {
+	if err := p.writable(); err != nil {
+		return 0, 0, err
 	}
 	var end int64
 	for i, r := range sorted {
@@ -912,7 +951,14 @@ func (p *Pager) writeRunsLocked(runs []page.Run) (lo, hi int64, err error) {
 		return 0, 0, err
 	}
 	lo, _ = p.pageOffset(sorted[0].ID)
+	return lo, end, nil
+}
 
+// writeSorted writes runs that prepareWrite checked, each group of
+// adjacent ones as one extent, with *scratch as the buffer for pages
+// smaller than the OS page. The caller holds wmu, or is the piece
+// writeDeferredPiece marked busy (with pieceScratch).
+func (p *Pager) writeSorted(sorted []page.Run, scratch *[]byte) error {
 	for i := 0; i < len(sorted); {
 		first := sorted[i]
 		total := len(first.Data)
@@ -925,17 +971,17 @@ func (p *Pager) writeRunsLocked(runs []page.Run) (lo, hi int64, err error) {
 		}
 		off, _ := p.pageOffset(first.ID)
 		p.writeCalls.Add(1)
-		if err := p.writeGroup(sorted[i:j], total, off); err != nil {
-			return 0, 0, err
+		if err := p.writeGroup(sorted[i:j], total, off, scratch); err != nil {
+			return err
 		}
 		p.pagesWritten.Add(int64(total) / p.ps)
 		p.bytesWritten.Add(int64(total))
 		i = j
 	}
-	if cap(p.scratch) > maxKeptScratch {
-		p.scratch = nil
+	if cap(*scratch) > maxKeptScratch {
+		*scratch = nil
 	}
-	return lo, end, nil
+	return nil
 }
 
 // maxKeptScratch is the largest scratch buffer WriteRuns keeps for the next
@@ -951,8 +997,9 @@ const maxKeptScratch = 64 << 10
 const maxKeptRuns = 1024
 
 // writeGroup writes a group of adjacent runs, total bytes starting at byte
-// off, as one extent. The caller holds wmu.
-func (p *Pager) writeGroup(group []page.Run, total int, off int64) error {
+// off, as one extent, copying them into *scratch if pages are smaller than
+// the OS page.
+func (p *Pager) writeGroup(group []page.Run, total int, off int64, scratch *[]byte) error {
 	if len(group) == 1 {
 		return p.writeExtent(group[0].Data, off)
 	}
@@ -968,10 +1015,10 @@ func (p *Pager) writeGroup(group []page.Run, total int, off int64) error {
 		}
 		return nil
 	}
-	if cap(p.scratch) < total {
-		p.scratch = make([]byte, 0, max(total, min(2*cap(p.scratch), maxKeptScratch)))
+	if cap(*scratch) < total {
+		*scratch = make([]byte, 0, max(total, min(2*cap(*scratch), maxKeptScratch)))
 	}
-	buf := p.scratch[:0]
+	buf := (*scratch)[:0]
 	for _, r := range group {
 		buf = append(buf, r.Data...)
 	}
@@ -1054,6 +1101,7 @@ func (p *Pager) Stats() Stats {
 func (p *Pager) Close() error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
+	p.waitPiece()
 	// A cut in progress finishes before the file closes.
 	p.cutMu.Lock()
 	defer p.cutMu.Unlock()
