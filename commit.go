@@ -208,7 +208,7 @@ func (tx *Tx) commit() (committed, error) {
 			// A later flush covers a compaction step: start sending its
 			// pages to storage now, so that flush finds less to write.
 			write = db.pager.WriteRunsAndStart
-		case viaJournal && db.journalCommitDefers(runPages(runs, db.pageSize)),
+		case viaJournal && db.journalCommitDefers(runPages(runs, db.pageSize), tx.freedPages),
 			!syncs && runPages(runs, db.pageSize) <= maxDeferredCommitPages:
 			// Nothing reads these pages from the file before the next
 			// sync point: the journal, or nothing (Periodic, None),
@@ -389,24 +389,32 @@ const maxDeferredCommitPages = 32
 // at 4 KiB pages, so that one commit cannot fill the table.
 const maxDeferredJournalPages = 2048
 
-// journalCommitDefers reports whether a journaled commit of pages pages
-// defers them: a small one always, as a Periodic or None commit does; a
-// larger one, up to maxDeferredJournalPages, only while the table stays
-// under half its bound with them. Past the bound a commit writes the
-// whole table under the writer lock, and large commits deferring faster
-// than a paced checkpoint writes would make some commit pay for that;
-// written at commit instead, each pays for its own pages.
-func (db *DB) journalCommitDefers(pages int) bool {
-	return journalDefers(pages, db.pager.DeferredPages(), db.pageSize)
+// journalCommitDefers reports whether a journaled commit of pages pages,
+// which freed freed pages, defers them: a small one always, as a Periodic
+// or None commit does; a larger one, up to maxDeferredJournalPages, if it
+// rewrote pages — freed at least half as many as it wrote — and the table
+// stays under half its bound with them.
+//
+// A commit that rewrote pages (random updates) makes pages the next
+// commits of the same checkpoint rewrite again, which the table writes
+// once. One that mostly added pages (a load in key order, a large value)
+// makes pages nothing rewrites, and keeping them in the table would only
+// make the reads after a load look every page up there until the next
+// checkpoint. Past the bound a commit writes the whole table under the
+// writer lock, and large commits deferring faster than a paced checkpoint
+// writes would make some commit pay for that; written at commit instead,
+// each pays for its own pages.
+func (db *DB) journalCommitDefers(pages int, freed uint64) bool {
+	return journalDefers(pages, freed, db.pager.DeferredPages(), db.pageSize)
 }
 
 // journalDefers is journalCommitDefers for a table holding deferred pages
 // of pageSize bytes.
-func journalDefers(pages int, deferred int64, pageSize int) bool {
+func journalDefers(pages int, freed uint64, deferred int64, pageSize int) bool {
 	if pages <= maxDeferredCommitPages {
 		return true
 	}
-	return pages <= maxDeferredJournalPages &&
+	return pages <= maxDeferredJournalPages && 2*freed >= uint64(pages) &&
 		(deferred+int64(pages))*int64(pageSize) <= maxDeferredBytes/2
 }
 

@@ -148,12 +148,12 @@ func loadSpread(t *testing.T, db *testDB, keys int) {
 	}
 }
 
-// TestJournaledCommitsDeferLargeCommits: a journaled Full commit defers
-// its pages to the next checkpoint however many of them there are (up to
-// maxDeferredJournalPages), since the journal, not the file, makes it
-// durable; a None commit of the same size writes them at commit, as it is
-// mostly pages no later commit rewrites before a sync point that may be
-// far away.
+// TestJournaledCommitsDeferLargeCommits: a journaled Full commit that
+// rewrote pages defers them to the next checkpoint however many there are
+// (up to maxDeferredJournalPages), since the journal, not the file, makes
+// it durable; a None commit of the same size writes them at commit, as it
+// is mostly pages no later commit rewrites before a sync point that may
+// be far away; a load that adds pages writes them at commit in both.
 func TestJournaledCommitsDeferLargeCommits(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -183,6 +183,23 @@ func TestJournaledCommitsDeferLargeCommits(t *testing.T) {
 			} else if wrote <= maxDeferredCommitPages || grew != 0 {
 				t.Fatalf("None commit: %d pages written at commit, %d deferred; want more than %d written and none deferred", wrote, grew, maxDeferredCommitPages)
 			}
+			// A load of new keys in key order adds pages and frees few:
+			// no mode defers it.
+			written, deferred = db.Stats().PagesWritten, db.pager.DeferredPages()
+			if err := db.Update(func(tx *Tx) error {
+				b := tx.Bucket([]byte("b"))
+				for i := 0; i < 2000; i++ {
+					if err := b.Put([]byte(fmt.Sprintf("z%06d", i)), bytes.Repeat([]byte{'z'}, 100)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if wrote, grew := db.Stats().PagesWritten-written, db.pager.DeferredPages()-deferred; wrote <= maxDeferredCommitPages || grew != 0 {
+				t.Fatalf("load: %d pages written at commit, %d deferred; want more than %d written and none deferred", wrote, grew, maxDeferredCommitPages)
+			}
 			spreadCommit(t, db, 20_000, 100, 'c')
 			if err := db.Sync(); err != nil {
 				t.Fatal(err)
@@ -205,26 +222,31 @@ func TestJournaledCommitsDeferLargeCommits(t *testing.T) {
 }
 
 // TestJournalDefers: a small journaled commit always defers; a large one
-// up to maxDeferredJournalPages, and only while the table stays under half
-// its bound with it.
+// up to maxDeferredJournalPages, only if it freed at least half as many
+// pages as it wrote, and only while the table stays under half its bound
+// with it.
 func TestJournalDefers(t *testing.T) {
 	const ps = 4096
 	half := int64(maxDeferredBytes / 2 / ps)
 	for _, tc := range []struct {
 		pages    int
+		freed    uint64
 		deferred int64
 		want     bool
 	}{
-		{1, 0, true},
-		{maxDeferredCommitPages, half * 3, true},
-		{maxDeferredCommitPages + 1, 0, true},
-		{maxDeferredJournalPages, 0, true},
-		{maxDeferredJournalPages + 1, 0, false},
-		{100, half - 100, true},
-		{100, half - 99, false},
+		{1, 0, 0, true},
+		{maxDeferredCommitPages, 0, half * 3, true},
+		{maxDeferredCommitPages + 1, maxDeferredCommitPages + 1, 0, true},
+		{maxDeferredCommitPages + 1, 0, 0, false},
+		{100, 50, 0, true},
+		{100, 49, 0, false},
+		{maxDeferredJournalPages, maxDeferredJournalPages, 0, true},
+		{maxDeferredJournalPages + 1, maxDeferredJournalPages + 1, 0, false},
+		{100, 100, half - 100, true},
+		{100, 100, half - 99, false},
 	} {
-		if got := journalDefers(tc.pages, tc.deferred, ps); got != tc.want {
-			t.Errorf("journalDefers(%d pages, %d deferred) = %v, want %v", tc.pages, tc.deferred, got, tc.want)
+		if got := journalDefers(tc.pages, tc.freed, tc.deferred, ps); got != tc.want {
+			t.Errorf("journalDefers(%d pages, %d freed, %d deferred) = %v, want %v", tc.pages, tc.freed, tc.deferred, got, tc.want)
 		}
 	}
 }

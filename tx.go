@@ -53,6 +53,9 @@ type txState struct {
 	onCommit []func()
 	stats    TxStats
 	spaceOps int
+	// freedPages counts the pages the transaction freed: a commit that
+	// writes about as many as it frees rewrote pages (journalDefers).
+	freedPages uint64
 	// lazy commits without waiting for a sync point (compaction steps).
 	lazy bool
 	// replay is set on the transaction that applies the journal at Open.
@@ -91,6 +94,7 @@ func (a spaceAllocator) Allocate(n uint64) (page.ID, error) {
 
 func (a spaceAllocator) Free(id page.ID, n, born uint64) error {
 	a.tx.spaceOps++
+	a.tx.freedPages += n
 	db := a.tx.db
 	db.spaceMu.Lock()
 	defer db.spaceMu.Unlock()
