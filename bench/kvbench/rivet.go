@@ -8,6 +8,11 @@
 //     flushed; DB.Sync (the harness's Flush) and Close flush.
 //   - rivet-periodic: Durability Periodic(100ms). Commits are written to the
 //     file and a sync point runs every 100 ms.
+//   - rivet-none-batch: Durability None, and each Put and Delete made
+//     through DB.Batch with DB.MaxBatchDelay 0 instead of its own Update:
+//     concurrent clients' writes share transactions, as pebble's commit
+//     pipeline groups concurrent writers' batches. A call returns once
+//     the transaction holding it has committed, as with Update.
 //
 // rivet with its default durability (Full, a flush per commit) is measured
 // through the harness's own bbolt adapter, built with go.etcd.io/bbolt
@@ -43,6 +48,9 @@ func init() {
 	engine.Register("rivet-periodic", func() engine.Engine {
 		return &eng{name: "rivet-periodic", durability: rivet.Periodic(periodicInterval)}
 	})
+	engine.Register("rivet-none-batch", func() engine.Engine {
+		return &eng{name: "rivet-none-batch", durability: rivet.None, batch: true}
+	})
 }
 
 // bucket is the one bucket every key lives in, as in the harness's bbolt
@@ -52,7 +60,20 @@ var bucket = []byte("kvbench")
 type eng struct {
 	name       string
 	durability rivet.Durability
-	db         *rivet.DB
+	// batch sends single writes through DB.Batch without a gathering
+	// delay rather than each through its own Update.
+	batch bool
+	db    *rivet.DB
+}
+
+// write runs fn in a write transaction: its own Update, or with batch a
+// Batch call whose transaction it may share with concurrent calls (fn may
+// then run more than once, which a Put or Delete allows).
+func (e *eng) write(fn func(*rivet.Tx) error) error {
+	if e.batch {
+		return e.db.Batch(fn)
+	}
+	return e.db.Update(fn)
 }
 
 func (e *eng) Meta() engine.Meta {
@@ -81,6 +102,9 @@ func (e *eng) Open(_ context.Context, cfg engine.Config) error {
 		return err
 	}
 	e.db = db
+	if e.batch {
+		db.MaxBatchDelay = 0
+	}
 	return db.Update(func(tx *rivet.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(bucket)
 		return err
@@ -102,13 +126,13 @@ func (e *eng) Get(_ context.Context, key []byte) ([]byte, bool, error) {
 }
 
 func (e *eng) Put(_ context.Context, key, value []byte) error {
-	return e.db.Update(func(tx *rivet.Tx) error {
+	return e.write(func(tx *rivet.Tx) error {
 		return tx.Bucket(bucket).Put(key, value)
 	})
 }
 
 func (e *eng) Delete(_ context.Context, key []byte) error {
-	return e.db.Update(func(tx *rivet.Tx) error {
+	return e.write(func(tx *rivet.Tx) error {
 		return tx.Bucket(bucket).Delete(key)
 	})
 }

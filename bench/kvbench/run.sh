@@ -21,7 +21,8 @@
 #   FULL_OPS      measured operations of fillrandom under durability FULL (a
 #                 flush per commit); 0 skips those cells [10000]
 #   ENGINES       labels to run, a subset of: bbolt rivet-full rivet-none
-#                 rivet-periodic pebble [all five]
+#                 rivet-periodic rivet-none-batch pebble [all but
+#                 rivet-none-batch]
 #   SEED          base seed [1]
 set -euo pipefail
 

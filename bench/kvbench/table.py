@@ -19,6 +19,7 @@ TITLES = {
     "rivet-full": "rivet (bbolt adapter, Full)",
     "rivet-none": "rivet-none",
     "rivet-periodic": "rivet-periodic",
+    "rivet-none-batch": "rivet-none, Batch",
     "pebble": "pebble",
 }
 
