@@ -137,9 +137,15 @@ func (p *Pager) DeferredPages() int64 { return p.dirty.Pages() }
 // TakeDeadBuffers appends to dst the buffers of deferred runs that no
 // longer have a page in the dirty table (dirty.Table.TakeDead) and returns
 // it: the caller may reuse one once every reader that was running before
-// this call has ended.
+// this call has ended. While a piece is being written it takes none: a run
+// of the piece whose pages were all deferred again meanwhile is dead, but
+// the piece still writes from its buffer, so the buffers wait for the next
+// call.
 func (p *Pager) TakeDeadBuffers(dst [][]byte) [][]byte {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
+	if p.pieceBusy {
+		return dst
+	}
 	return p.dirty.TakeDead(dst)
 }

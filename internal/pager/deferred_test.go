@@ -282,3 +282,41 @@ func TestPieceWritesWithoutTheLock(t *testing.T) {
 		}
 	})
 }
+
+// TestDeadBuffersWaitForThePiece: a run of a piece being written whose
+// pages are all deferred again meanwhile is dead, but its buffer is not
+// handed out for reuse until the piece is written.
+func TestDeadBuffersWaitForThePiece(t *testing.T) {
+	gate := &writeGateFS{gateFrom: 10 * ps, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	f := openFile(t, func() vfs.FS { gate.FS = vfs.NewMem(); return gate }(), "db")
+	p := mustOpen(t, f, deferredOptions)
+	old := pageBytes(10, 2, 1)
+	if err := p.Defer([]page.Run{{ID: 10, Data: old}}); err != nil {
+		t.Fatal(err)
+	}
+	piece := make(chan error, 1)
+	go func() { piece <- p.WriteDeferredInPieces(64, nil) }()
+	<-gate.entered
+	// Both pages made again: the piece's run has no entry left.
+	if err := p.Defer([]page.Run{{ID: 10, Data: pageBytes(10, 2, 2)}}); err != nil {
+		close(gate.release)
+		t.Fatal(err)
+	}
+	for _, b := range p.TakeDeadBuffers(nil) {
+		if &b[0] == &old[0] {
+			close(gate.release)
+			t.Fatal("the buffer the piece writes from was handed out while it was written")
+		}
+	}
+	close(gate.release)
+	if err := <-piece; err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, b := range p.TakeDeadBuffers(nil) {
+		found = found || &b[0] == &old[0]
+	}
+	if !found {
+		t.Fatal("the piece's dead buffer was not handed out once the piece was written")
+	}
+}
