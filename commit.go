@@ -208,7 +208,7 @@ func (tx *Tx) commit() (committed, error) {
 			// A later flush covers a compaction step: start sending its
 			// pages to storage now, so that flush finds less to write.
 			write = db.pager.WriteRunsAndStart
-		case viaJournal && db.journalCommitDefers(runPages(runs, db.pageSize), tx.freedPages),
+		case viaJournal && journalDefers(runPages(runs, db.pageSize), tx.freedPages, db.pager.DeferredPages(), db.pageSize),
 			!syncs && runPages(runs, db.pageSize) <= maxDeferredCommitPages:
 			// Nothing reads these pages from the file before the next
 			// sync point: the journal, or nothing (Periodic, None),
@@ -389,9 +389,9 @@ const maxDeferredCommitPages = 32
 // at 4 KiB pages, so that one commit cannot fill the table.
 const maxDeferredJournalPages = 2048
 
-// journalCommitDefers reports whether a journaled commit of pages pages,
-// which freed freed pages, defers them: a small one always, as a Periodic
-// or None commit does; a larger one, up to maxDeferredJournalPages, if it
+// journalDefers reports whether a journaled commit of pages pages, which
+// freed freed pages, defers them to a table already holding deferred pages
+// of pageSize bytes: a small one always, as a Periodic or None commit does; a larger one, up to maxDeferredJournalPages, if it
 // rewrote pages — freed at least half as many as it wrote — and the table
 // stays under half its bound with them.
 //
@@ -404,12 +404,6 @@ const maxDeferredJournalPages = 2048
 // writer lock, and large commits deferring faster than a paced checkpoint
 // writes would make some commit pay for that; written at commit instead,
 // each pays for its own pages.
-func (db *DB) journalCommitDefers(pages int, freed uint64) bool {
-	return journalDefers(pages, freed, db.pager.DeferredPages(), db.pageSize)
-}
-
-// journalDefers is journalCommitDefers for a table holding deferred pages
-// of pageSize bytes.
 func journalDefers(pages int, freed uint64, deferred int64, pageSize int) bool {
 	if pages <= maxDeferredCommitPages {
 		return true

@@ -284,15 +284,15 @@ func (db *DB) syncThroughPaced(txid uint64, forceFull bool, w *commitChain, pace
 // Writing them early is safe (pager.WriteDeferred), and a failure leaves
 // them in the table for prepareSync, which reports it. In pieces, with
 // between (if set) run after each: a commit defers its pages through the
-// same pager lock. The first pass takes the runs deferred before it began;
-// commits defer more while it runs (a paced pass may take many
+// same pager lock. The first sweep takes the runs deferred before it
+// began; commits defer more while it runs (a paced sweep may take many
 // milliseconds, and a journaled commit may defer hundreds of pages), so
-// unpaced passes follow while more than a piece is left, at most
-// maxDeferredPasses in all: what remains for the lock is what the last
-// pass's commits deferred.
+// unpaced sweeps follow while more than a piece is left, at most
+// maxDeferredSweeps in all: what remains for the lock is what commits
+// deferred during the last sweep.
 func (db *DB) writeDeferredUnlocked(between func(lo, hi int64)) {
 	_ = db.pager.WriteDeferredInPieces(deferredPiecePages, between)
-	for range maxDeferredPasses - 1 {
+	for range maxDeferredSweeps - 1 {
 		if db.pager.DeferredPages() <= deferredPiecePages {
 			return
 		}
@@ -300,10 +300,10 @@ func (db *DB) writeDeferredUnlocked(between func(lo, hi int64)) {
 	}
 }
 
-// maxDeferredPasses bounds the passes writeDeferredUnlocked makes over
+// maxDeferredSweeps bounds the sweeps writeDeferredUnlocked makes over
 // the dirty table, so that commits deferring as fast as it writes cannot
 // keep a sync point from taking the lock.
-const maxDeferredPasses = 4
+const maxDeferredSweeps = 4
 
 // deferredPiecePages is how many deferred pages a sync point writes
 // before it lets a commit through the pager (WriteDeferredInPieces).

@@ -136,7 +136,7 @@ func openCheckedFS(t *testing.T, fs vfs.FS, opts *Options) *DB {
 
 // TestSyncWritesDeferredBeforeLock: what commits defer while a sync
 // point's leader writes the dirty table without the writer lock is written
-// by further passes, so the leader leaves at most a piece for prepareSync
+// by further sweeps, so the leader leaves at most a piece for prepareSync
 // to write under the lock.
 func TestSyncWritesDeferredBeforeLock(t *testing.T) {
 	db := openTestDB(t, nil)
@@ -147,18 +147,18 @@ func TestSyncWritesDeferredBeforeLock(t *testing.T) {
 	}
 	spreadCommit(t, db, 20_000, 100, 'b')
 	if db.pager.DeferredPages() <= deferredPiecePages {
-		t.Fatalf("%d pages deferred before the pass, want more than a piece", db.pager.DeferredPages())
+		t.Fatalf("%d pages deferred before the sweep, want more than a piece", db.pager.DeferredPages())
 	}
 	calls := 0
 	db.writeDeferredUnlocked(func(lo, hi int64) {
 		calls++
 		if calls == 1 {
-			// A commit that lands while the first pass runs.
+			// A commit that lands while the first sweep runs.
 			spreadCommit(t, db, 20_000, 100, 'c')
 		}
 	})
 	if calls == 0 {
-		t.Fatal("the first pass ran nothing between pieces")
+		t.Fatal("the first sweep ran nothing between pieces")
 	}
 	if n := db.pager.DeferredPages(); n > deferredPiecePages {
 		t.Fatalf("%d pages left for the writer lock, want at most %d", n, deferredPiecePages)

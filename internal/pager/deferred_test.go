@@ -2,7 +2,6 @@ package pager
 
 import (
 	"bytes"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -177,11 +176,10 @@ func TestWriteDeferredInPieces(t *testing.T) {
 	})
 }
 
-// writeGateFS holds the first WriteAt of a page at or past gateFrom until
+// writeGate holds the first WriteAt of a page at or past gateFrom until
 // release is closed, after signalling entered: a piece of the dirty table
 // caught in a slow write.
-type writeGateFS struct {
-	vfs.FS
+type writeGate struct {
 	gateFrom int64
 	entered  chan struct{}
 	release  chan struct{}
@@ -190,17 +188,14 @@ type writeGateFS struct {
 	order    []int64 // offsets written, in order
 }
 
-func (fs *writeGateFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
-	f, err := fs.FS.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return &writeGateFile{File: f, fs: fs}, nil
+// fs returns a wrapFS whose files write through the gate.
+func (g *writeGate) fs(fs vfs.FS) vfs.FS {
+	return wrapFS{FS: fs, wrap: func(f vfs.File) vfs.File { return &writeGateFile{File: f, fs: g} }}
 }
 
 type writeGateFile struct {
 	vfs.File
-	fs *writeGateFS
+	fs *writeGate
 }
 
 func (f *writeGateFile) WriteAt(b []byte, off int64) (int, error) {
@@ -221,8 +216,8 @@ func (f *writeGateFile) WriteAt(b []byte, off int64) (int, error) {
 // in the file.
 func TestPieceWritesWithoutTheLock(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		gate := &writeGateFS{gateFrom: 10 * ps, entered: make(chan struct{}, 1), release: make(chan struct{})}
-		f := b.open(t, func(fs vfs.FS) vfs.FS { gate.FS = fs; return gate })
+		gate := &writeGate{gateFrom: 10 * ps, entered: make(chan struct{}, 1), release: make(chan struct{})}
+		f := b.open(t, gate.fs)
 		p := mustOpen(t, f, deferredOptions)
 		if err := p.Defer([]page.Run{{ID: 10, Data: pageBytes(10, 2, 1)}}); err != nil {
 			t.Fatal(err)
@@ -287,8 +282,8 @@ func TestPieceWritesWithoutTheLock(t *testing.T) {
 // pages are all deferred again meanwhile is dead, but its buffer is not
 // handed out for reuse until the piece is written.
 func TestDeadBuffersWaitForThePiece(t *testing.T) {
-	gate := &writeGateFS{gateFrom: 10 * ps, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	f := openFile(t, func() vfs.FS { gate.FS = vfs.NewMem(); return gate }(), "db")
+	gate := &writeGate{gateFrom: 10 * ps, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	f := openFile(t, gate.fs(vfs.NewMem()), "db")
 	p := mustOpen(t, f, deferredOptions)
 	old := pageBytes(10, 2, 1)
 	if err := p.Defer([]page.Run{{ID: 10, Data: old}}); err != nil {

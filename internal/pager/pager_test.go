@@ -969,26 +969,37 @@ func TestDefaultReserveOnOS(t *testing.T) {
 	}
 }
 
-// cutGateFS holds every Truncate that shrinks a file until release is
-// closed, after signalling entered: a slow cut, as a file system that
-// frees and discards what it drops makes.
-type cutGateFS struct {
+// wrapFS opens its files through FS and hands each to wrap: how a test
+// slows or watches one kind of call on the pager's file.
+type wrapFS struct {
 	vfs.FS
-	entered chan struct{}
-	release chan struct{}
+	wrap func(vfs.File) vfs.File
 }
 
-func (fs *cutGateFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+func (fs wrapFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
 	f, err := fs.FS.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err
 	}
-	return &cutGateFile{File: f, fs: fs}, nil
+	return fs.wrap(f), nil
+}
+
+// cutGate holds every Truncate that shrinks a file until release is
+// closed, after signalling entered: a slow cut, as a file system that
+// frees and discards what it drops makes.
+type cutGate struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+// fs returns a wrapFS whose files truncate through the gate.
+func (g *cutGate) fs(fs vfs.FS) vfs.FS {
+	return wrapFS{FS: fs, wrap: func(f vfs.File) vfs.File { return &cutGateFile{File: f, fs: g} }}
 }
 
 type cutGateFile struct {
 	vfs.File
-	fs *cutGateFS
+	fs *cutGate
 }
 
 func (f *cutGateFile) Truncate(size int64) error {
@@ -1004,8 +1015,8 @@ func (f *cutGateFile) Truncate(size int64) error {
 // waits for the cut to end, and the file then covers it.
 func TestCutLetsWritesThrough(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		gate := &cutGateFS{entered: make(chan struct{}, 1), release: make(chan struct{})}
-		f := b.open(t, func(fs vfs.FS) vfs.FS { gate.FS = fs; return gate })
+		gate := &cutGate{entered: make(chan struct{}, 1), release: make(chan struct{})}
+		f := b.open(t, gate.fs)
 		p := mustOpen(t, f, Options{PageSize: ps, InitialMmapSize: 16 * ps, GrowSize: 64 * ps})
 		if err := p.WriteRuns([]page.Run{{ID: 0, Data: pageBytes(0, 4, 1)}, {ID: 100, Data: pageBytes(100, 1, 1)}}); err != nil {
 			t.Fatal(err)
